@@ -1,0 +1,220 @@
+/* The kernel layer: operations over raw buffers, like cuBLAS/cuDNN.
+ *
+ * Callers pass pointers, shapes, strides, dtypes and a cml_ctx; pointers must
+ * live on the context's device. Kernels never allocate user memory and never
+ * synchronize: work is queued on the context's stream (done at return on the
+ * CPU). Every call validates its arguments and returns a cml_status.
+ *
+ * Every kernel has a CPU implementation, which is the reference the GPU
+ * implementations are tested against. Floating-point math is done in f32
+ * (accumulation in f32 or wider) whatever the storage dtype; reductions are
+ * deterministic: a fixed order, no atomics whose order varies.
+ */
+#ifndef CAMEL_KERNELS_H
+#define CAMEL_KERNELS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "camel/dtype.h"
+#include "camel/runtime.h"
+#include "camel/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CML_MAX_DIMS 8
+
+/* The shape and element strides of an N-d view. Strides may be 0 (broadcast)
+ * or negative; they are in elements, not bytes. */
+typedef struct cml_layout {
+    int ndim;
+    int64_t shape[CML_MAX_DIMS];
+    int64_t stride[CML_MAX_DIMS];
+} cml_layout;
+
+/* ---- elementwise -------------------------------------------------------- */
+
+typedef enum cml_unary_op {
+    CML_UNARY_IDENTITY = 0,
+    CML_UNARY_NEG,
+    CML_UNARY_EXP,
+    CML_UNARY_LOG,
+    CML_UNARY_SQRT,
+    CML_UNARY_TANH,
+    CML_UNARY_SIGMOID,
+    CML_UNARY_RELU,
+    CML_UNARY_GELU_TANH, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    CML_UNARY_GELU_ERF,  /* 0.5 x (1 + erf(x / sqrt(2))) */
+    CML_UNARY_ABS,
+    CML_UNARY_SCALE,      /* x * param */
+    CML_UNARY_ADD_SCALAR, /* x + param */
+    CML_UNARY_POW_SCALAR, /* x ^ param */
+    CML_UNARY_OP_COUNT
+} cml_unary_op;
+
+typedef enum cml_binary_op {
+    CML_BINARY_ADD = 0,
+    CML_BINARY_SUB,
+    CML_BINARY_MUL,
+    CML_BINARY_DIV,
+    CML_BINARY_POW,
+    CML_BINARY_MAX,
+    CML_BINARY_MIN,
+    CML_BINARY_EQ, /* 1 where a == b, else 0 */
+    CML_BINARY_GT, /* 1 where a > b, else 0 */
+    CML_BINARY_OP_COUNT
+} cml_binary_op;
+
+/* y = op(x) elementwise over y's layout; x has the same shape (stride 0 broadcasts). */
+cml_status cml_unary(cml_ctx *ctx, cml_unary_op op, float param,
+                     void *y, const cml_layout *y_layout, cml_dtype y_dtype,
+                     const void *x, const cml_layout *x_layout, cml_dtype x_dtype);
+
+/* dx = dy * op'(x) for n contiguous elements; y = op(x) is given for ops whose
+ * derivative is cheaper from the output (exp, tanh, sigmoid, sqrt); either x or
+ * y may be NULL when the op does not need it. All four buffers share `dtype`. */
+cml_status cml_unary_bwd(cml_ctx *ctx, cml_unary_op op, float param,
+                         void *dx, const void *dy, const void *x, const void *y,
+                         int64_t n, cml_dtype dtype);
+
+/* y = a op b elementwise over y's layout; a and b have y's shape (broadcast by stride 0). */
+cml_status cml_binary(cml_ctx *ctx, cml_binary_op op,
+                      void *y, const cml_layout *y_layout, cml_dtype y_dtype,
+                      const void *a, const cml_layout *a_layout, cml_dtype a_dtype,
+                      const void *b, const cml_layout *b_layout, cml_dtype b_dtype);
+
+/* y = cond ? a : b (cond is u8, nonzero = true), all with y's shape. */
+cml_status cml_where_fwd(cml_ctx *ctx,
+                     void *y, const cml_layout *y_layout, cml_dtype dtype,
+                     const uint8_t *cond, const cml_layout *cond_layout,
+                     const void *a, const cml_layout *a_layout,
+                     const void *b, const cml_layout *b_layout);
+
+/* y = x with dtype conversion (round-to-nearest-even); any strides. */
+cml_status cml_copy(cml_ctx *ctx, void *y, const cml_layout *y_layout, cml_dtype y_dtype,
+                    const void *x, const cml_layout *x_layout, cml_dtype x_dtype);
+
+/* y = value for every element of y's layout. */
+cml_status cml_fill(cml_ctx *ctx, void *y, const cml_layout *y_layout, cml_dtype dtype, double value);
+
+/* ---- reductions ---------------------------------------------------------- */
+
+typedef enum cml_reduce_op {
+    CML_REDUCE_SUM = 0,
+    CML_REDUCE_MEAN,
+    CML_REDUCE_MAX,
+    CML_REDUCE_MIN,
+    CML_REDUCE_VAR,    /* sum((x - mean)^2) / (n - correction); Welford */
+    CML_REDUCE_ARGMAX, /* index (i64 output) of the first maximum */
+    CML_REDUCE_ARGMIN,
+    CML_REDUCE_SUMSQ,  /* sum(x^2) */
+    CML_REDUCE_OP_COUNT
+} cml_reduce_op;
+
+/* x is contiguous (outer, n, inner); y = reduce over n -> (outer, inner).
+ * y_dtype is i64 for ARGMAX/ARGMIN and x_dtype otherwise. `correction` is
+ * used by VAR only (1 = unbiased). n must be >= 1. */
+cml_status cml_reduce(cml_ctx *ctx, cml_reduce_op op, void *y, cml_dtype y_dtype,
+                      const void *x, cml_dtype x_dtype,
+                      int64_t outer, int64_t n, int64_t inner, int correction);
+
+/* ---- softmax and cross-entropy ---------------------------------------- */
+
+/* y = softmax(x) (or log_softmax when log) over the middle axis of contiguous (outer, n, inner). */
+cml_status cml_softmax_fwd(cml_ctx *ctx, void *y, const void *x, int64_t outer, int64_t n,
+                           int64_t inner, cml_dtype dtype, bool log);
+/* dx from dy and the forward output y. */
+cml_status cml_softmax_bwd(cml_ctx *ctx, void *dx, const void *dy, const void *y, int64_t outer,
+                           int64_t n, int64_t inner, cml_dtype dtype, bool log);
+
+/* Per-row cross-entropy straight from logits (rows, classes), never
+ * materializing probabilities: loss[r] = logsumexp(logits[r]) - logits[r, t[r]],
+ * 0 where t[r] == ignore_index. loss is f32 (rows). Targets are i64; a target
+ * outside [0, classes) that is not ignore_index is CML_ERR_INVALID_ARG. */
+cml_status cml_cross_entropy_fwd(cml_ctx *ctx, float *loss, const void *logits,
+                                 const int64_t *targets, int64_t rows, int64_t classes,
+                                 cml_dtype dtype, int64_t ignore_index);
+/* dlogits[r] = dloss[r] * (softmax(logits[r]) - onehot(t[r])); 0 for ignored rows. */
+cml_status cml_cross_entropy_bwd(cml_ctx *ctx, void *dlogits, const float *dloss,
+                                 const void *logits, const int64_t *targets, int64_t rows,
+                                 int64_t classes, cml_dtype dtype, int64_t ignore_index);
+
+/* ---- indexing ------------------------------------------------------------ */
+
+/* y (outer, n_idx, inner) = x (outer, n_src, inner) rows picked by idx (n_idx) along the middle axis. */
+cml_status cml_index_select_fwd(cml_ctx *ctx, void *y, const void *x, const int64_t *idx,
+                            int64_t outer, int64_t n_src, int64_t n_idx, int64_t inner,
+                            cml_dtype dtype);
+/* dx (outer, n_src, inner) += dy rows scattered by idx; deterministic (rows summed in index order). */
+cml_status cml_index_select_bwd(cml_ctx *ctx, void *dx, const void *dy, const int64_t *idx,
+                         int64_t outer, int64_t n_src, int64_t n_idx, int64_t inner,
+                         cml_dtype dtype);
+/* torch.gather along the middle axis: y[o,j,i] = x[o, idx[o,j,i], i]; idx and y are (outer, n_idx, inner). */
+cml_status cml_gather_fwd(cml_ctx *ctx, void *y, const void *x, const int64_t *idx,
+                      int64_t outer, int64_t n_src, int64_t n_idx, int64_t inner, cml_dtype dtype);
+/* dx[o, idx[o,j,i], i] += dy[o,j,i]; deterministic. */
+cml_status cml_gather_bwd(cml_ctx *ctx, void *dx, const void *dy, const int64_t *idx,
+                           int64_t outer, int64_t n_src, int64_t n_idx, int64_t inner,
+                           cml_dtype dtype);
+
+/* ---- GEMM ----------------------------------------------------------------- */
+
+typedef enum cml_op { CML_OP_N = 0, CML_OP_T = 1 } cml_op;
+
+typedef enum cml_epilogue {
+    CML_EPILOGUE_NONE = 0,
+    CML_EPILOGUE_RELU,
+    CML_EPILOGUE_GELU_TANH
+} cml_epilogue;
+
+/* D = act(alpha * op(A) op(B) + beta * C + bias), row-major storage.
+ * op(A) is M x K, op(B) is K x N, C and D are M x N. Leading dimensions are
+ * row strides of the stored matrices (A stored K-wide when op_a = N, M-wide
+ * when T). Strided batches: batch >= 1 with element strides per matrix
+ * (0 broadcasts one matrix to every batch). C may be NULL when beta == 0 and
+ * may alias D. bias (N, in d_dtype) may be NULL. */
+typedef struct cml_gemm_desc {
+    cml_op op_a, op_b;
+    int64_t M, N, K;
+    cml_dtype a_dtype, b_dtype, c_dtype, d_dtype;
+    int64_t lda, ldb, ldc, ldd;
+    int64_t batch;
+    int64_t stride_a, stride_b, stride_c, stride_d;
+    float alpha, beta;
+    const void *bias;
+    cml_epilogue epilogue;
+} cml_gemm_desc;
+
+/* A descriptor for a plain f32 batch of row-major contiguous matrices. */
+cml_gemm_desc cml_gemm_desc_f32(cml_op op_a, cml_op op_b, int64_t M, int64_t N, int64_t K,
+                                int64_t batch);
+
+cml_status cml_gemm(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, const void *A,
+                    const void *B, const void *C);
+
+/* ---- dropout ---------------------------------------------------------------- */
+
+/* y = x * mask / (1 - p), mask[i] = (uniform(word i of Philox stream (seed, offset)) >= p).
+ * The same seed and offset give the same mask on every backend. mask is u8 (n). */
+cml_status cml_dropout_fwd(cml_ctx *ctx, void *y, uint8_t *mask, const void *x, int64_t n,
+                           cml_dtype dtype, float p, uint64_t seed, uint64_t offset);
+
+/* ---- optimizers (contiguous f32 buffers of n elements) ----------------------- */
+
+/* SGD with momentum (buf may be NULL when momentum == 0), Nesterov, L2 weight decay. */
+cml_status cml_sgd_update(cml_ctx *ctx, float *param, const float *grad, float *momentum_buf,
+                          int64_t n, float lr, float momentum, bool nesterov,
+                          float weight_decay, bool first_step);
+
+/* Adam (decoupled = false: L2 added to the gradient) or AdamW (decoupled = true:
+ * param *= 1 - lr * weight_decay). step counts from 1. */
+cml_status cml_adam_update(cml_ctx *ctx, float *param, const float *grad, float *m, float *v,
+                           int64_t n, float lr, float beta1, float beta2, float eps,
+                           float weight_decay, bool decoupled, int64_t step);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,97 @@
+/* Neural-network modules, parameters and initializers.
+ *
+ * A module owns its parameters (leaf tensors that require grad) and its
+ * children; cml_module_destroy frees them all. Parameters are enumerable with
+ * dotted names ("layers.0.weight") for optimizers and checkpoints.
+ *
+ * Writing a module: embed cml_module as the first member of your struct, fill
+ * `ops`, register parameters with cml_module_add_param and children with
+ * cml_module_add_child.
+ */
+#ifndef CAMEL_NN_H
+#define CAMEL_NN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "camel/ops.h"
+#include "camel/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CML_NAME_MAX 96
+
+typedef struct cml_param {
+    char name[CML_NAME_MAX];
+    cml_tensor *tensor; /* borrowed from the module that owns it */
+} cml_param;
+
+typedef struct cml_module cml_module;
+
+typedef struct cml_module_ops {
+    const char *type; /* "Linear" */
+    /* Returns a new tensor (owned by the caller) or NULL with the error set. */
+    cml_tensor *(*forward)(cml_module *m, const cml_tensor *x);
+    /* Frees what the module holds beyond its params and children (may be NULL). */
+    void (*destroy)(cml_module *m);
+} cml_module_ops;
+
+struct cml_module {
+    const cml_module_ops *ops;
+    bool training;
+    int n_params;
+    char (*param_names)[CML_NAME_MAX];
+    cml_tensor **params;
+    int n_children;
+    char (*child_names)[CML_NAME_MAX];
+    cml_module **children;
+};
+
+/* For module implementations: the module takes ownership of t / child. */
+cml_status cml_module_add_param(cml_module *m, const char *name, cml_tensor *t);
+cml_status cml_module_add_child(cml_module *m, const char *name, cml_module *child);
+
+cml_tensor *cml_module_forward(cml_module *m, const cml_tensor *x);
+/* Sets training mode on m and every descendant (affects Dropout, BatchNorm). */
+void cml_module_train(cml_module *m, bool training);
+/* Writes up to cap parameters (depth-first, dotted names) and returns how many
+ * the module has in total (call with cap = 0 to count). */
+int cml_module_parameters(const cml_module *m, cml_param *out, int cap);
+int64_t cml_module_num_elements(const cml_module *m);
+void cml_module_destroy(cml_module *m); /* NULL is allowed */
+
+/* ---- layers ------------------------------------------------------------------ */
+
+/* y = x W^T + b with W (out, in), b (out). PyTorch's default init: W and b
+ * uniform in +-1/sqrt(in) (Kaiming-uniform with a = sqrt(5)). */
+cml_module *cml_linear_create(int64_t in_features, int64_t out_features, bool bias, cml_rng *rng);
+cml_module *cml_relu_create(void);
+cml_module *cml_gelu_create(cml_gelu_approx approx);
+cml_module *cml_tanh_create(void);
+/* Dropout draws its masks from its own generator, seeded here. */
+cml_module *cml_dropout_create(float p, uint64_t seed);
+/* Flattens all dims but the first. */
+cml_module *cml_flatten_create(void);
+/* Takes ownership of the n modules. Children are named "0", "1", ... */
+cml_module *cml_sequential_create(cml_module *const *mods, int n);
+
+typedef enum cml_activation { CML_ACT_RELU = 0, CML_ACT_GELU, CML_ACT_TANH } cml_activation;
+/* Linear(sizes[0], sizes[1]) act [dropout] Linear(...) ... Linear(sizes[n-2], sizes[n-1]). */
+cml_module *cml_mlp_create(const int64_t *sizes, int n_sizes, cml_activation act, float dropout, cml_rng *rng);
+
+/* ---- initializers (in place, not recorded by autograd) ---------------------------- */
+
+cml_status cml_init_uniform_(cml_tensor *t, float low, float high, cml_rng *rng);
+cml_status cml_init_normal_(cml_tensor *t, float mean, float std, cml_rng *rng);
+/* fan_in = size(1) * prod(size(2:)), fan_out = size(0) * prod(size(2:)) as in PyTorch. */
+cml_status cml_init_kaiming_uniform_(cml_tensor *t, float gain, cml_rng *rng);
+cml_status cml_init_kaiming_normal_(cml_tensor *t, float gain, cml_rng *rng);
+cml_status cml_init_xavier_uniform_(cml_tensor *t, float gain, cml_rng *rng);
+cml_status cml_init_xavier_normal_(cml_tensor *t, float gain, cml_rng *rng);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,104 @@
+/* Differentiable tensor ops. NumPy broadcasting rules for every binary op.
+ *
+ * Each returns a new tensor (owned by the caller) or NULL with the error set.
+ * Floating-point dtypes compute in f32; the result has the inputs' dtype
+ * (binary ops need equal dtypes). Ops record a backward node when grad mode is
+ * on and an input requires grad.
+ */
+#ifndef CAMEL_OPS_H
+#define CAMEL_OPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "camel/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- elementwise -------------------------------------------------------------- */
+
+cml_tensor *cml_add(const cml_tensor *a, const cml_tensor *b);
+cml_tensor *cml_sub(const cml_tensor *a, const cml_tensor *b);
+cml_tensor *cml_mul(const cml_tensor *a, const cml_tensor *b);
+cml_tensor *cml_div(const cml_tensor *a, const cml_tensor *b);
+cml_tensor *cml_pow(const cml_tensor *a, const cml_tensor *b);   /* a > 0 where b is not an integer */
+cml_tensor *cml_maximum(const cml_tensor *a, const cml_tensor *b);
+cml_tensor *cml_minimum(const cml_tensor *a, const cml_tensor *b);
+
+cml_tensor *cml_add_scalar(const cml_tensor *a, double s);
+cml_tensor *cml_mul_scalar(const cml_tensor *a, double s);
+cml_tensor *cml_pow_scalar(const cml_tensor *a, double p);
+
+cml_tensor *cml_neg(const cml_tensor *x);
+cml_tensor *cml_exp(const cml_tensor *x);
+cml_tensor *cml_log(const cml_tensor *x);
+cml_tensor *cml_sqrt(const cml_tensor *x);
+cml_tensor *cml_abs(const cml_tensor *x);
+cml_tensor *cml_tanh(const cml_tensor *x);
+cml_tensor *cml_sigmoid(const cml_tensor *x);
+cml_tensor *cml_relu(const cml_tensor *x);
+typedef enum cml_gelu_approx { CML_GELU_ERF = 0, CML_GELU_TANH = 1 } cml_gelu_approx;
+cml_tensor *cml_gelu(const cml_tensor *x, cml_gelu_approx approx);
+
+/* ---- reductions --------------------------------------------------------------- */
+
+/* Reduce over the axes listed in dims (n_dims of them; negative counts from the
+ * end; n_dims == 0 or dims == NULL reduces over all axes). keepdim keeps the
+ * reduced axes with size 1. max/min pass the gradient to the first extremum. */
+cml_tensor *cml_sum(const cml_tensor *x, const int *dims, int n_dims, bool keepdim);
+cml_tensor *cml_mean(const cml_tensor *x, const int *dims, int n_dims, bool keepdim);
+cml_tensor *cml_max(const cml_tensor *x, const int *dims, int n_dims, bool keepdim);
+cml_tensor *cml_min(const cml_tensor *x, const int *dims, int n_dims, bool keepdim);
+/* correction = 1 gives the unbiased estimate, 0 the population variance. */
+cml_tensor *cml_var(const cml_tensor *x, const int *dims, int n_dims, int correction, bool keepdim);
+/* Index (i64) of the first maximum along one axis; not differentiable. */
+cml_tensor *cml_argmax(const cml_tensor *x, int dim, bool keepdim);
+
+/* ---- linear algebra ------------------------------------------------------------- */
+
+/* torch.matmul semantics: 1-d x 1-d is a dot product, 1-d operands are
+ * promoted and the added dim removed, leading (batch) dims broadcast. */
+cml_tensor *cml_matmul(const cml_tensor *a, const cml_tensor *b);
+
+/* ---- softmax and losses ----------------------------------------------------------- */
+
+cml_tensor *cml_softmax(const cml_tensor *x, int dim);
+cml_tensor *cml_log_softmax(const cml_tensor *x, int dim);
+
+typedef enum cml_reduction { CML_REDUCTION_MEAN = 0, CML_REDUCTION_SUM, CML_REDUCTION_NONE } cml_reduction;
+
+/* logits (N, C) and targets (N) of class indices (i64 or i32). Mean divides by
+ * the number of targets that are not ignore_index. Returns a 0-d tensor (or
+ * (N) for CML_REDUCTION_NONE). */
+cml_tensor *cml_cross_entropy(const cml_tensor *logits, const cml_tensor *targets,
+                              int64_t ignore_index, cml_reduction reduction);
+
+/* ---- joining, indexing, selection -------------------------------------------- */
+
+cml_tensor *cml_concat(cml_tensor *const *ts, int n, int dim);
+/* Picks entries of x along dim by a 1-d integer index tensor. */
+cml_tensor *cml_index_select(const cml_tensor *x, int dim, const cml_tensor *index);
+/* torch.gather: index has x's ndim; out[i][j] = x[i][index[i][j]] along dim. */
+cml_tensor *cml_gather(const cml_tensor *x, int dim, const cml_tensor *index);
+/* cond ? a : b with broadcasting; cond is u8 (or any dtype, nonzero = true). */
+cml_tensor *cml_where(const cml_tensor *cond, const cml_tensor *a, const cml_tensor *b);
+/* x with value where mask is nonzero (broadcasting mask to x). */
+cml_tensor *cml_masked_fill(const cml_tensor *x, const cml_tensor *mask, double value);
+
+/* ---- comparisons (not differentiable; u8 results) -------------------------------- */
+
+cml_tensor *cml_eq(const cml_tensor *a, const cml_tensor *b);
+cml_tensor *cml_gt(const cml_tensor *a, const cml_tensor *b);
+
+/* ---- regularisation ----------------------------------------------------------------- */
+
+/* Inverted dropout: zeroes elements with probability p (mask drawn from rng)
+ * and scales the rest by 1/(1-p). Identity when training is false or p == 0. */
+cml_tensor *cml_dropout(const cml_tensor *x, float p, bool training, cml_rng *rng);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
