@@ -39,7 +39,8 @@ uint8_t  cml_f32_to_f8e5m2(float x);
 float    cml_f8e5m2_to_f32(uint8_t v);
 
 /* Reads element i of a buffer of dtype dt as float / writes a float into it
- * (integers are converted with C semantics, u8 saturates to [0, 255] after rounding). */
+ * (stores into integer dtypes round to nearest, ties to even, then saturate to the
+ * type's range; NaN stores as 0). */
 float cml_dtype_load(const void *base, cml_dtype dt, int64_t i);
 void  cml_dtype_store(void *base, cml_dtype dt, int64_t i, float v);
 
