@@ -1,0 +1,44 @@
+/* Cross-entropy from logits (rows, classes) with i64 targets: argument
+ * validation and device dispatch. Target values are data on the device, so
+ * they are checked by the backend (CML_ERR_INVALID_ARG naming the row). */
+#include "camel/kernels.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/kernel_check.h"
+
+static cml_status check_ce(const char *fn, int64_t rows, int64_t classes, cml_dtype dtype) {
+    CML_TRY(cml__check_size(fn, "rows", rows, 0));
+    CML_TRY(cml__check_size(fn, "classes", classes, 1));
+    CML_TRY(cml__check_product(fn, rows, classes, 1));
+    return cml__check_dtype_float(fn, "dtype", dtype);
+}
+
+cml_status cml_cross_entropy_fwd(cml_ctx *ctx, float *loss, const void *logits,
+                                 const int64_t *targets, int64_t rows, int64_t classes,
+                                 cml_dtype dtype, int64_t ignore_index) {
+    static const char fn[] = "cml_cross_entropy_fwd";
+    CML__CHECK_NOT_NULL(fn, ctx);
+    CML_TRY(check_ce(fn, rows, classes, dtype));
+    if (rows > 0) {
+        CML__CHECK_NOT_NULL(fn, loss);
+        CML__CHECK_NOT_NULL(fn, logits);
+        CML__CHECK_NOT_NULL(fn, targets);
+    }
+    if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
+    return cml__cross_entropy_fwd_cpu(ctx, loss, logits, targets, rows, classes, dtype, ignore_index);
+}
+
+cml_status cml_cross_entropy_bwd(cml_ctx *ctx, void *dlogits, const float *dloss,
+                                 const void *logits, const int64_t *targets, int64_t rows,
+                                 int64_t classes, cml_dtype dtype, int64_t ignore_index) {
+    static const char fn[] = "cml_cross_entropy_bwd";
+    CML__CHECK_NOT_NULL(fn, ctx);
+    CML_TRY(check_ce(fn, rows, classes, dtype));
+    if (rows > 0) {
+        CML__CHECK_NOT_NULL(fn, dlogits);
+        CML__CHECK_NOT_NULL(fn, dloss);
+        CML__CHECK_NOT_NULL(fn, logits);
+        CML__CHECK_NOT_NULL(fn, targets);
+    }
+    if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
+    return cml__cross_entropy_bwd_cpu(ctx, dlogits, dloss, logits, targets, rows, classes, dtype, ignore_index);
+}
