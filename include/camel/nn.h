@@ -4,9 +4,10 @@
  * children; cml_module_destroy frees them all. Parameters are enumerable with
  * dotted names ("layers.0.weight") for optimizers and checkpoints.
  *
- * Writing a module: embed cml_module as the first member of your struct, fill
- * `ops`, register parameters with cml_module_add_param and children with
- * cml_module_add_child.
+ * Writing a module: embed cml_module as the first member of your struct,
+ * allocate the struct zeroed with calloc (cml_module_destroy frees it with
+ * free), fill `ops`, set `training = true`, register parameters with
+ * cml_module_add_param and children with cml_module_add_child.
  */
 #ifndef CAMEL_NN_H
 #define CAMEL_NN_H
@@ -49,23 +50,30 @@ struct cml_module {
     cml_module **children;
 };
 
-/* For module implementations: the module takes ownership of t / child. */
+/* For module implementations: the module takes ownership of t / child, even
+ * when the call fails (it is then released / destroyed). Names are 1 to
+ * CML_NAME_MAX-1 characters without '.', unique among m's params and children. */
 cml_status cml_module_add_param(cml_module *m, const char *name, cml_tensor *t);
 cml_status cml_module_add_child(cml_module *m, const char *name, cml_module *child);
 
 cml_tensor *cml_module_forward(cml_module *m, const cml_tensor *x);
 /* Sets training mode on m and every descendant (affects Dropout, BatchNorm). */
 void cml_module_train(cml_module *m, bool training);
-/* Writes up to cap parameters (depth-first, dotted names) and returns how many
- * the module has in total (call with cap = 0 to count). */
+/* Writes up to cap parameters (depth-first: own params first, then each child's
+ * in registration order; dotted names) and returns how many the module has in
+ * total (call with cap = 0 to count). Returns -1 with the error set when m is
+ * NULL, cap < 0, out is NULL with cap > 0, or a dotted name would not fit in
+ * CML_NAME_MAX. */
 int cml_module_parameters(const cml_module *m, cml_param *out, int cap);
 int64_t cml_module_num_elements(const cml_module *m);
 void cml_module_destroy(cml_module *m); /* NULL is allowed */
 
 /* ---- layers ------------------------------------------------------------------ */
 
-/* y = x W^T + b with W (out, in), b (out). PyTorch's default init: W and b
- * uniform in +-1/sqrt(in) (Kaiming-uniform with a = sqrt(5)). */
+/* y = x W^T + b with W (out, in), b (out), for x (..., in) with any leading
+ * dims (CML_ERR_SHAPE when the last dim is not in_features). PyTorch's default
+ * init: W and b uniform in +-1/sqrt(in) (Kaiming-uniform with a = sqrt(5)),
+ * W drawn first, from rng (not NULL). Parameters are "weight" and "bias". */
 cml_module *cml_linear_create(int64_t in_features, int64_t out_features, bool bias, cml_rng *rng);
 cml_module *cml_relu_create(void);
 cml_module *cml_gelu_create(cml_gelu_approx approx);
@@ -74,14 +82,28 @@ cml_module *cml_tanh_create(void);
 cml_module *cml_dropout_create(float p, uint64_t seed);
 /* Flattens all dims but the first. */
 cml_module *cml_flatten_create(void);
-/* Takes ownership of the n modules. Children are named "0", "1", ... */
+/* Takes ownership of the n modules, also when it fails. Children are named
+ * "0", "1", ...; an error in a child's forward is reported as
+ * "cml_sequential_forward: child i (Type): <the child's message>" with the
+ * child's status. n = 0 gives the identity. */
 cml_module *cml_sequential_create(cml_module *const *mods, int n);
 
 typedef enum cml_activation { CML_ACT_RELU = 0, CML_ACT_GELU, CML_ACT_TANH } cml_activation;
-/* Linear(sizes[0], sizes[1]) act [dropout] Linear(...) ... Linear(sizes[n-2], sizes[n-1]). */
+/* Linear(sizes[0], sizes[1]) act [dropout] Linear(...) ... Linear(sizes[n-2], sizes[n-1]),
+ * as a Sequential (so parameters are "0.weight", "0.bias", ...). CML_ACT_GELU
+ * is the exact (erf) GELU, like torch.nn.GELU(). Dropout (when dropout > 0)
+ * is seeded from two words of rng, drawn after the preceding Linear's init. */
 cml_module *cml_mlp_create(const int64_t *sizes, int n_sizes, cml_activation act, float dropout, cml_rng *rng);
 
 /* ---- initializers (in place, not recorded by autograd) ---------------------------- */
+
+/* t must be a contiguous f32 CPU tensor (CML_ERR_DTYPE / CML_ERR_INVALID_ARG /
+ * CML_ERR_UNSUPPORTED otherwise). Uniform draws are exactly cml_tensor_rand's
+ * and normal draws cml_tensor_randn's for the same generator state.
+ * Kaiming: std = gain / sqrt(fan_in); xavier: std = gain * sqrt(2 / (fan_in + fan_out));
+ * the uniform variants use the bound sqrt(3) * std. PyTorch's gains: sqrt(2) for
+ * ReLU, sqrt(1/3) for nn.Linear's default (kaiming_uniform with a = sqrt(5)).
+ * These four need t->ndim >= 2 (CML_ERR_SHAPE) and gain >= 0. */
 
 cml_status cml_init_uniform_(cml_tensor *t, float low, float high, cml_rng *rng);
 cml_status cml_init_normal_(cml_tensor *t, float mean, float std, cml_rng *rng);

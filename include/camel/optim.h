@@ -1,7 +1,13 @@
 /* Optimizers, gradient clipping and learning-rate schedules.
  *
  * An optimizer borrows the parameter tensors it is given (they must outlive
- * it) and owns its state buffers. Parameters must be contiguous f32.
+ * it), copies their names, and owns its state buffers (zero-filled contiguous
+ * f32 tensors made at creation, one per parameter and kind of state).
+ * Parameters must be n >= 1 distinct contiguous f32 leaf tensors; messages
+ * name the offending parameter. The updates follow torch.optim: SGD's momentum
+ * buffer starts as the first gradient, and every parameter counts its own
+ * steps (Adam's bias correction), so one skipped for lack of a grad starts
+ * fresh when it gets one.
  */
 #ifndef CAMEL_OPTIM_H
 #define CAMEL_OPTIM_H
@@ -37,16 +43,23 @@ cml_optim *cml_adam_create(const cml_param *params, int n, cml_adam_opts opts);
 /* AdamW: decoupled weight decay (param -= lr * wd * param). */
 cml_optim *cml_adamw_create(const cml_param *params, int n, cml_adam_opts opts);
 
-/* One update from the parameters' .grad (parameters without a grad are skipped). */
+/* One update from the parameters' .grad (parameters without a grad are skipped).
+ * All grads are checked (f32, contiguous, same size) before any is applied. */
 cml_status cml_optim_step(cml_optim *opt);
 void cml_optim_zero_grad(cml_optim *opt);
+/* An lr that is negative or not finite sets the error and leaves lr unchanged. */
 void cml_optim_set_lr(cml_optim *opt, float lr);
 float cml_optim_lr(const cml_optim *opt);
 int64_t cml_optim_steps(const cml_optim *opt); /* updates taken so far */
 void cml_optim_destroy(cml_optim *opt);
 
-/* Scales all gradients so that their global L2 norm is at most max_norm.
- * *total_norm (may be NULL) receives the norm before clipping. */
+/* Scales all gradients so that their global L2 norm is at most max_norm
+ * (max_norm >= 0): like torch.nn.utils.clip_grad_norm_, coef = max_norm /
+ * (norm + 1e-6) and the grads are multiplied (in f32) when coef < 1. The norm
+ * is accumulated in float64 in parameter order (deterministic); parameters
+ * without a grad are skipped; grads must be contiguous f32 on the CPU.
+ * *total_norm (may be NULL) receives the norm before clipping; a NaN or
+ * infinite norm is reported and nothing is scaled. */
 cml_status cml_clip_grad_norm(const cml_param *params, int n, double max_norm, double *total_norm);
 
 typedef enum cml_lr_kind {
@@ -65,7 +78,15 @@ typedef struct cml_lr_schedule {
     double gamma;          /* STEP */
 } cml_lr_schedule;
 
-/* Learning rate for a 0-based step. */
+/* Learning rate for a 0-based step:
+ *   step < warmup_steps:  base * (step + 1) / warmup_steps (every kind)
+ *   CONSTANT:             base
+ *   STEP:                 base * gamma^floor(step / step_size)  (raw step, warm-up included)
+ *   COSINE:               p = clamp((step - warmup) / (total_steps - warmup), 0, 1)
+ *                         (p = 1 when total_steps <= warmup)
+ *                         min_lr + (base - min_lr) * 0.5 * (1 + cos(pi * p))
+ * NaN with the error set when s is NULL, step or warmup_steps is negative,
+ * the kind is unknown, or step_size < 1 for STEP. */
 double cml_lr_at(const cml_lr_schedule *s, int64_t step);
 
 #ifdef __cplusplus

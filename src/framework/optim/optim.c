@@ -1,0 +1,224 @@
+/* SGD, Adam and AdamW over borrowed parameters; the updates themselves are the
+ * kernel layer's cml_sgd_update / cml_adam_update on raw f32 buffers. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "camel/autograd.h"
+#include "camel/optim.h"
+#include "framework/tensor_impl.h"
+
+typedef enum optim_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW } optim_kind;
+
+struct cml_optim {
+    optim_kind kind;
+    int n;
+    cml_param *params;    /* copies of the names; tensors borrowed */
+    cml_tensor **state1;  /* SGD momentum buffer / Adam m (owned, NULL when unused) */
+    cml_tensor **state2;  /* Adam v (owned) */
+    int64_t *param_steps; /* updates applied to each parameter (it is skipped while it has no grad) */
+    int64_t steps;        /* cml_optim_step calls that succeeded */
+    float lr;
+    cml_sgd_opts sgd;
+    cml_adam_opts adam;
+};
+
+static bool finite_nonneg(float x) { return isfinite(x) && x >= 0.0f; }
+
+static cml_status check_params(const char *who, const cml_param *params, int n) {
+    CML_CHECK_ARG(n >= 1, "%s: n=%d must be >= 1 (no parameters to optimize)", who, n);
+    CML_CHECK_ARG(params, "%s: params must not be NULL", who);
+    for (int i = 0; i < n; i++) {
+        const cml_tensor *t = params[i].tensor;
+        const char *name = params[i].name;
+        CML_CHECK_ARG(t, "%s: parameter %d ('%s') is NULL", who, i, name);
+        if (t->dtype != CML_F32)
+            return cml__error(CML_ERR_DTYPE, "%s: parameter %d ('%s') has dtype %s; expected f32", who, i, name,
+                              cml_dtype_name(t->dtype));
+        CML_CHECK_ARG(cml_tensor_is_contiguous(t), "%s: parameter %d ('%s') must be contiguous", who, i, name);
+        CML_CHECK_ARG(!t->grad_fn, "%s: parameter %d ('%s') must be a leaf tensor, not the result of '%s'", who, i,
+                      name, t->grad_fn ? t->grad_fn->name : "");
+        for (int j = 0; j < i; j++)
+            CML_CHECK_ARG(params[j].tensor != t, "%s: parameter %d ('%s') is the same tensor as parameter %d ('%s')",
+                          who, i, name, j, params[j].name);
+    }
+    return CML_OK;
+}
+
+/* A zero-filled f32 buffer shaped like t on its device. */
+static cml_tensor *zeros_like(const cml_tensor *t) {
+    return cml_tensor_zeros(t->ndim, t->shape, CML_F32, t->storage->device);
+}
+
+static cml_optim *optim_new(optim_kind kind, const char *who, const cml_param *params, int n, bool s1, bool s2) {
+    if (check_params(who, params, n) != CML_OK) return NULL;
+    cml_optim *o = calloc(1, sizeof *o);
+    bool ok = o != NULL;
+    if (ok) {
+        o->kind = kind;
+        o->n = n;
+        o->params = malloc((size_t)n * sizeof *o->params);
+        o->state1 = calloc((size_t)n, sizeof *o->state1);
+        o->state2 = calloc((size_t)n, sizeof *o->state2);
+        o->param_steps = calloc((size_t)n, sizeof *o->param_steps);
+        ok = o->params && o->state1 && o->state2 && o->param_steps;
+    }
+    if (!ok) {
+        cml_optim_destroy(o);
+        cml__error(CML_ERR_OOM, "%s: out of memory", who);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        o->params[i] = params[i];
+        o->params[i].name[CML_NAME_MAX - 1] = '\0';
+        if (s1 && !(o->state1[i] = zeros_like(params[i].tensor))) ok = false;
+        if (ok && s2 && !(o->state2[i] = zeros_like(params[i].tensor))) ok = false;
+        if (!ok) {
+            cml_optim_destroy(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+cml_optim *cml_sgd_create(const cml_param *params, int n, cml_sgd_opts opts) {
+    const char *who = "cml_sgd_create";
+    if (!finite_nonneg(opts.lr)) {
+        cml__error(CML_ERR_INVALID_ARG, "%s: lr=%g must be finite and >= 0", who, (double)opts.lr);
+        return NULL;
+    }
+    if (!(opts.momentum >= 0.0f && opts.momentum < 1.0f)) {
+        cml__error(CML_ERR_INVALID_ARG, "%s: momentum=%g must be in [0, 1)", who, (double)opts.momentum);
+        return NULL;
+    }
+    if (opts.nesterov && opts.momentum == 0.0f) {
+        cml__error(CML_ERR_INVALID_ARG, "%s: nesterov requires momentum > 0", who);
+        return NULL;
+    }
+    if (!finite_nonneg(opts.weight_decay)) {
+        cml__error(CML_ERR_INVALID_ARG, "%s: weight_decay=%g must be finite and >= 0", who, (double)opts.weight_decay);
+        return NULL;
+    }
+    cml_optim *o = optim_new(OPT_SGD, who, params, n, opts.momentum > 0.0f, false);
+    if (o) {
+        o->sgd = opts;
+        o->lr = opts.lr;
+    }
+    return o;
+}
+
+static cml_optim *adam_create(const char *who, optim_kind kind, const cml_param *params, int n, cml_adam_opts opts) {
+    if (opts.beta1 == 0.0f && opts.beta2 == 0.0f) {
+        opts.beta1 = 0.9f;
+        opts.beta2 = 0.999f;
+    }
+    if (opts.eps == 0.0f) opts.eps = 1e-8f;
+    if (!finite_nonneg(opts.lr)) {
+        cml__error(CML_ERR_INVALID_ARG, "%s: lr=%g must be finite and >= 0", who, (double)opts.lr);
+        return NULL;
+    }
+    if (!(opts.beta1 >= 0.0f && opts.beta1 < 1.0f) || !(opts.beta2 >= 0.0f && opts.beta2 < 1.0f)) {
+        cml__error(CML_ERR_INVALID_ARG, "%s: beta1=%g and beta2=%g must be in [0, 1)", who, (double)opts.beta1,
+                   (double)opts.beta2);
+        return NULL;
+    }
+    if (!(isfinite(opts.eps) && opts.eps > 0.0f)) {
+        cml__error(CML_ERR_INVALID_ARG, "%s: eps=%g must be finite and > 0", who, (double)opts.eps);
+        return NULL;
+    }
+    if (!finite_nonneg(opts.weight_decay)) {
+        cml__error(CML_ERR_INVALID_ARG, "%s: weight_decay=%g must be finite and >= 0", who, (double)opts.weight_decay);
+        return NULL;
+    }
+    cml_optim *o = optim_new(kind, who, params, n, true, true);
+    if (o) {
+        o->adam = opts;
+        o->lr = opts.lr;
+    }
+    return o;
+}
+
+cml_optim *cml_adam_create(const cml_param *params, int n, cml_adam_opts opts) {
+    return adam_create("cml_adam_create", OPT_ADAM, params, n, opts);
+}
+
+cml_optim *cml_adamw_create(const cml_param *params, int n, cml_adam_opts opts) {
+    return adam_create("cml_adamw_create", OPT_ADAMW, params, n, opts);
+}
+
+cml_status cml_optim_step(cml_optim *opt) {
+    CML_CHECK_ARG(opt, "cml_optim_step: opt must not be NULL");
+    /* Check every gradient before touching any parameter. */
+    for (int i = 0; i < opt->n; i++) {
+        const cml_tensor *p = opt->params[i].tensor, *g = p->grad;
+        if (!g) continue;
+        const char *name = opt->params[i].name;
+        if (g->dtype != CML_F32)
+            return cml__error(CML_ERR_DTYPE, "cml_optim_step: the grad of parameter %d ('%s') has dtype %s; expected f32",
+                              i, name, cml_dtype_name(g->dtype));
+        if (!cml_tensor_is_contiguous(g))
+            return cml__error(CML_ERR_INVALID_ARG, "cml_optim_step: the grad of parameter %d ('%s') must be contiguous",
+                              i, name);
+        if (cml_tensor_numel(g) != cml_tensor_numel(p) || !cml_device_equal(g->storage->device, p->storage->device))
+            return cml__error(CML_ERR_SHAPE, "cml_optim_step: the grad of parameter %d ('%s') does not match it", i,
+                              name);
+        if (!cml_tensor_is_contiguous(p))
+            return cml__error(CML_ERR_INVALID_ARG, "cml_optim_step: parameter %d ('%s') is no longer contiguous", i,
+                              name);
+    }
+    for (int i = 0; i < opt->n; i++) {
+        cml_tensor *p = opt->params[i].tensor, *g = p->grad;
+        if (!g) continue;
+        cml_ctx *ctx = cml__ctx(p);
+        if (!ctx) return cml_last_status();
+        int64_t n = cml_tensor_numel(p);
+        float *param = cml_tensor_data(p);
+        const float *grad = cml_tensor_data(g);
+        float *s1 = opt->state1[i] ? cml_tensor_data(opt->state1[i]) : NULL;
+        cml_status s;
+        if (opt->kind == OPT_SGD) {
+            s = cml_sgd_update(ctx, param, grad, s1, n, opt->lr, opt->sgd.momentum, opt->sgd.nesterov,
+                               opt->sgd.weight_decay, opt->param_steps[i] == 0);
+        } else {
+            float *s2 = cml_tensor_data(opt->state2[i]);
+            s = cml_adam_update(ctx, param, grad, s1, s2, n, opt->lr, opt->adam.beta1, opt->adam.beta2, opt->adam.eps,
+                                opt->adam.weight_decay, opt->kind == OPT_ADAMW, opt->param_steps[i] + 1);
+        }
+        if (s != CML_OK) return s;
+        opt->param_steps[i]++;
+    }
+    opt->steps++;
+    return CML_OK;
+}
+
+void cml_optim_zero_grad(cml_optim *opt) {
+    if (!opt) return;
+    for (int i = 0; i < opt->n; i++) cml_tensor_zero_grad(opt->params[i].tensor);
+}
+
+void cml_optim_set_lr(cml_optim *opt, float lr) {
+    if (!opt) {
+        cml__error(CML_ERR_INVALID_ARG, "cml_optim_set_lr: opt must not be NULL");
+        return;
+    }
+    if (!finite_nonneg(lr)) {
+        cml__error(CML_ERR_INVALID_ARG, "cml_optim_set_lr: lr=%g must be finite and >= 0 (unchanged)", (double)lr);
+        return;
+    }
+    opt->lr = lr;
+}
+
+float cml_optim_lr(const cml_optim *opt) { return opt ? opt->lr : 0.0f; }
+
+int64_t cml_optim_steps(const cml_optim *opt) { return opt ? opt->steps : 0; }
+
+void cml_optim_destroy(cml_optim *opt) {
+    if (!opt) return;
+    if (opt->state1) cml_tensor_release_all(opt->state1, opt->n);
+    if (opt->state2) cml_tensor_release_all(opt->state2, opt->n);
+    free(opt->state1);
+    free(opt->state2);
+    free(opt->param_steps);
+    free(opt->params);
+    free(opt);
+}
