@@ -1,8 +1,42 @@
+/* camel: the FlamingCamel command-line tool. */
 #include <stdio.h>
+#include <string.h>
 
 #include "camel/camel.h"
+#include "cli.h"
 
-int main(void) {
-    printf("camel %s\n", cml_version());
-    return 0;
+static void usage(FILE *f) {
+    fprintf(f,
+            "camel %s: deep learning in C11 with CUDA kernels for Hopper\n\n"
+            "usage: camel <command> [options]\n\n"
+            "commands:\n"
+            "  info                 version, build options, BLAS, CPU threads, CUDA availability\n"
+            "  train mlp            train a multilayer perceptron on MNIST or Fashion-MNIST\n"
+            "  bench matmul         CPU matmul GFLOP/s: camel vs calling OpenBLAS directly\n\n"
+            "Run `camel <command> --help` for the options of a command.\n",
+            cml_version());
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("camel %s\n", cml_version());
+        return 0;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "info") == 0) return cmd_info(argc - 2, argv + 2);
+    if (strcmp(cmd, "train") == 0 || strcmp(cmd, "bench") == 0) {
+        const char *what = argc > 2 ? argv[2] : "";
+        if (strcmp(cmd, "train") == 0 && strcmp(what, "mlp") == 0) return cmd_train_mlp(argc - 3, argv + 3);
+        if (strcmp(cmd, "bench") == 0 && strcmp(what, "matmul") == 0) return cmd_bench_matmul(argc - 3, argv + 3);
+        fprintf(stderr, "camel %s: unknown %s \"%s\"; available: %s\n", cmd, strcmp(cmd, "train") == 0 ? "model" : "benchmark",
+                what, strcmp(cmd, "train") == 0 ? "mlp" : "matmul");
+        return 2;
+    }
+    fprintf(stderr, "camel: unknown command \"%s\"\n\n", cmd);
+    usage(stderr);
+    return 2;
 }

@@ -22,6 +22,9 @@ const char *cml_version(void);
 /* A one-line description of build options ("Release, CUDA on (sm_90a), OpenBLAS 0.3.21, OpenMP"). */
 const char *cml_build_info(void);
 
+/* The CPU BLAS in use ("OpenBLAS 0.3.21 DYNAMIC_ARCH ... (core Haswell, 2 threads)"). */
+const char *cml_blas_info(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,4 +1,5 @@
 /* Contexts: a device, its stream and a workspace. */
+#include <cblas.h>
 #include <omp.h>
 #include <stdlib.h>
 
@@ -72,5 +73,7 @@ cml_ctx *cml_ctx_default(cml_device d) {
 int cml_cpu_threads(void) { return omp_get_max_threads(); }
 
 void cml_set_cpu_threads(int n) {
-    if (n >= 1) omp_set_num_threads(n);
+    if (n < 1) return;
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
 }

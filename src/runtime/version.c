@@ -1,3 +1,4 @@
+#include <cblas.h>
 #include <stdio.h>
 
 #include "camel/camel.h"
@@ -9,7 +10,7 @@ const char *cml_build_info(void) {
     snprintf(info, sizeof info, "%s build, C11, OpenMP, OpenBLAS (CPU GEMM), zlib, CUDA backend %s%s",
              CML_BUILD_TYPE,
 #ifdef CML_HAVE_CUDA
-             "compiled in (sm_90a)",
+             "runtime linked (device detection only; no CUDA kernels yet)",
 #else
              "not compiled in",
 #endif
@@ -19,5 +20,12 @@ const char *cml_build_info(void) {
              ""
 #endif
     );
+    return info;
+}
+
+const char *cml_blas_info(void) {
+    static char info[160];
+    snprintf(info, sizeof info, "%s (core %s, %d threads)", openblas_get_config(), openblas_get_corename(),
+             openblas_get_num_threads());
     return info;
 }
