@@ -48,6 +48,9 @@ struct cml_module {
     int n_children;
     char (*child_names)[CML_NAME_MAX];
     cml_module **children;
+    int n_buffers; /* state that is saved but not trained (BatchNorm running stats) */
+    char (*buffer_names)[CML_NAME_MAX];
+    cml_tensor **buffers;
 };
 
 /* For module implementations: the module takes ownership of t / child, even
@@ -55,6 +58,10 @@ struct cml_module {
  * CML_NAME_MAX-1 characters without '.', unique among m's params and children. */
 cml_status cml_module_add_param(cml_module *m, const char *name, cml_tensor *t);
 cml_status cml_module_add_child(cml_module *m, const char *name, cml_module *child);
+
+/* A buffer: a tensor saved with the module (checkpoints) but not trained, such as
+ * BatchNorm's running statistics. Ownership passes as for parameters. */
+cml_status cml_module_add_buffer(cml_module *m, const char *name, cml_tensor *t);
 
 cml_tensor *cml_module_forward(cml_module *m, const cml_tensor *x);
 /* Sets training mode on m and every descendant (affects Dropout, BatchNorm). */
@@ -65,6 +72,8 @@ void cml_module_train(cml_module *m, bool training);
  * NULL, cap < 0, out is NULL with cap > 0, or a dotted name would not fit in
  * CML_NAME_MAX. */
 int cml_module_parameters(const cml_module *m, cml_param *out, int cap);
+/* Like cml_module_parameters, for buffers. */
+int cml_module_buffers(const cml_module *m, cml_param *out, int cap);
 int64_t cml_module_num_elements(const cml_module *m);
 void cml_module_destroy(cml_module *m); /* NULL is allowed */
 
@@ -112,6 +121,30 @@ cml_status cml_init_kaiming_uniform_(cml_tensor *t, float gain, cml_rng *rng);
 cml_status cml_init_kaiming_normal_(cml_tensor *t, float gain, cml_rng *rng);
 cml_status cml_init_xavier_uniform_(cml_tensor *t, float gain, cml_rng *rng);
 cml_status cml_init_xavier_normal_(cml_tensor *t, float gain, cml_rng *rng);
+
+/* ---- transformer layers ----------------------------------------------------------- */
+
+/* Embedding (num, dim), weights N(0, 1) as in PyTorch; forward takes integer indices. */
+cml_module *cml_embedding_create(int64_t num, int64_t dim, cml_rng *rng);
+/* LayerNorm over the last dim with gamma = 1, beta = 0. */
+cml_module *cml_layernorm_create(int64_t dim, float eps);
+/* GPT-2 causal self-attention on (B, T, C): "c_attn" Linear(C, 3C), heads of C/n_head,
+ * cml_attention with causal masking, "c_proj" Linear(C, C), dropout on the output. */
+cml_module *cml_causal_self_attention_create(int64_t dim, int64_t n_head, float dropout, cml_rng *rng);
+/* y = x + inner(x); takes ownership of inner (child "inner"). */
+cml_module *cml_residual_create(cml_module *inner);
+
+/* ---- vision layers ------------------------------------------------------------------ */
+
+/* Conv2d with PyTorch's default init (kaiming-uniform a = sqrt(5), bias +-1/sqrt(fan_in)). */
+cml_module *cml_conv2d_create(int64_t in_channels, int64_t out_channels, int64_t kernel_h, int64_t kernel_w,
+                              cml_conv2d_params p, bool bias, cml_rng *rng);
+cml_module *cml_maxpool2d_create(int64_t kernel, int64_t stride, int64_t pad, bool channels_last);
+cml_module *cml_avgpool2d_create(int64_t kernel, int64_t stride, int64_t pad, bool channels_last);
+/* BatchNorm2d with gamma/beta parameters and running_mean/running_var buffers. */
+cml_module *cml_batchnorm2d_create(int64_t channels, float momentum, float eps, bool channels_last);
+/* Mean over the spatial dims: (N, C, H, W) -> (N, C) (or NHWC -> (N, C)). */
+cml_module *cml_global_avgpool_create(bool channels_last);
 
 #ifdef __cplusplus
 }

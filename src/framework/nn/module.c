@@ -31,6 +31,8 @@ static cml_status check_name(const char *who, const cml_module *m, const char *n
         CML_CHECK_ARG(strcmp(m->param_names[i], name) != 0, "%s: a parameter named \"%s\" already exists", who, name);
     for (int i = 0; i < m->n_children; i++)
         CML_CHECK_ARG(strcmp(m->child_names[i], name) != 0, "%s: a child named \"%s\" already exists", who, name);
+    for (int i = 0; i < m->n_buffers; i++)
+        CML_CHECK_ARG(strcmp(m->buffer_names[i], name) != 0, "%s: a buffer named \"%s\" already exists", who, name);
     return CML_OK;
 }
 
@@ -49,6 +51,21 @@ cml_status cml_module_add_param(cml_module *m, const char *name, cml_tensor *t) 
     }
     memcpy(m->param_names[m->n_params], name, strlen(name) + 1);
     m->params[m->n_params++] = t;
+    return CML_OK;
+}
+
+cml_status cml_module_add_buffer(cml_module *m, const char *name, cml_tensor *t) {
+    const char *who = "cml_module_add_buffer";
+    cml_status s = check_name(who, m, name);
+    if (s == CML_OK && !t) s = cml__error(CML_ERR_INVALID_ARG, "%s: tensor for \"%s\" must not be NULL", who, name);
+    if (s == CML_OK) s = grow((void **)&m->buffer_names, m->n_buffers, sizeof *m->buffer_names, who);
+    if (s == CML_OK) s = grow((void **)&m->buffers, m->n_buffers, sizeof *m->buffers, who);
+    if (s != CML_OK) {
+        cml_tensor_release(t);
+        return s;
+    }
+    memcpy(m->buffer_names[m->n_buffers], name, strlen(name) + 1);
+    m->buffers[m->n_buffers++] = t;
     return CML_OK;
 }
 
@@ -98,18 +115,21 @@ static bool join(char *prefix, size_t len, const char *name, size_t *out_len) {
     return true;
 }
 
-static int collect(const cml_module *m, char *prefix, size_t len, cml_param *out, int cap, int count) {
-    for (int i = 0; i < m->n_params; i++) {
+/* Depth-first walk collecting parameters (buffers = false) or buffers. */
+static int collect(const cml_module *m, bool buffers, char *prefix, size_t len, cml_param *out, int cap, int count) {
+    int n = buffers ? m->n_buffers : m->n_params;
+    for (int i = 0; i < n; i++) {
+        const char *name = buffers ? m->buffer_names[i] : m->param_names[i];
         size_t nl;
-        if (!join(prefix, len, m->param_names[i], &nl)) {
+        if (!join(prefix, len, name, &nl)) {
             prefix[len] = '\0';
-            cml__error(CML_ERR_INVALID_ARG, "cml_module_parameters: the name of parameter \"%s%s\" is longer than %d",
-                       prefix, m->param_names[i], CML_NAME_MAX - 1);
+            cml__error(CML_ERR_INVALID_ARG, "cml_module_parameters: the name \"%s%s\" is longer than %d", prefix,
+                       name, CML_NAME_MAX - 1);
             return -1;
         }
         if (count < cap) {
             memcpy(out[count].name, prefix, nl + 1);
-            out[count].tensor = m->params[i];
+            out[count].tensor = buffers ? m->buffers[i] : m->params[i];
         }
         count++;
     }
@@ -123,14 +143,14 @@ static int collect(const cml_module *m, char *prefix, size_t len, cml_param *out
         }
         prefix[nl] = '.';
         prefix[nl + 1] = '\0';
-        count = collect(m->children[i], prefix, nl + 1, out, cap, count);
+        count = collect(m->children[i], buffers, prefix, nl + 1, out, cap, count);
         if (count < 0) return -1;
     }
     prefix[len] = '\0';
     return count;
 }
 
-int cml_module_parameters(const cml_module *m, cml_param *out, int cap) {
+static int enumerate(const cml_module *m, bool buffers, cml_param *out, int cap) {
     if (!m) {
         cml__error(CML_ERR_INVALID_ARG, "cml_module_parameters: m must not be NULL");
         return -1;
@@ -140,8 +160,11 @@ int cml_module_parameters(const cml_module *m, cml_param *out, int cap) {
         return -1;
     }
     char prefix[CML_NAME_MAX] = "";
-    return collect(m, prefix, 0, out, cap, 0);
+    return collect(m, buffers, prefix, 0, out, cap, 0);
 }
+
+int cml_module_parameters(const cml_module *m, cml_param *out, int cap) { return enumerate(m, false, out, cap); }
+int cml_module_buffers(const cml_module *m, cml_param *out, int cap) { return enumerate(m, true, out, cap); }
 
 int64_t cml_module_num_elements(const cml_module *m) {
     if (!m) return 0;
@@ -155,10 +178,13 @@ void cml_module_destroy(cml_module *m) {
     if (!m) return;
     if (m->ops && m->ops->destroy) m->ops->destroy(m);
     cml_tensor_release_all(m->params, m->n_params);
+    cml_tensor_release_all(m->buffers, m->n_buffers);
     for (int i = 0; i < m->n_children; i++) cml_module_destroy(m->children[i]);
     free(m->params);
     free(m->param_names);
     free(m->children);
     free(m->child_names);
+    free(m->buffers);
+    free(m->buffer_names);
     free(m);
 }
