@@ -4,10 +4,21 @@
 #include <string.h>
 
 #include "framework/tensor_impl.h"
+#include "runtime/ctx_impl.h"
+#include "runtime/cuda_backend.h"
 
 /* ---- storage ---------------------------------------------------------------- */
 
+/* Device memory is stream-ordered on the device's default context, the one
+ * the framework queues all its work on: allocated and freed on its stream. */
+static void *storage_stream(cml_device dev) {
+    cml_ctx *ctx = dev.type == CML_CPU ? NULL : cml__ctx_default_existing(dev);
+    return ctx ? cml__ctx_stream(ctx) : NULL;
+}
+
 static cml_storage *storage_new(size_t nbytes, cml_device dev) {
+    /* Creates the default context first: it sets the error explaining why a device is unusable. */
+    if (dev.type != CML_CPU && !cml_ctx_default(dev)) return NULL;
     const cml_allocator *a = cml_allocator_default(dev);
     if (!a) {
         cml_ctx_default(dev); /* sets the error explaining why the device is unusable */
@@ -18,7 +29,7 @@ static cml_storage *storage_new(size_t nbytes, cml_device dev) {
         cml__error(CML_ERR_OOM, "out of host memory allocating a tensor header");
         return NULL;
     }
-    if (a->alloc(a->state, &s->data, nbytes, NULL) != CML_OK) {
+    if (a->alloc(a->state, &s->data, nbytes, storage_stream(dev)) != CML_OK) {
         free(s);
         return NULL;
     }
@@ -31,7 +42,8 @@ static cml_storage *storage_new(size_t nbytes, cml_device dev) {
 
 static void storage_release(cml_storage *s) {
     if (!s || --s->refcount > 0) return;
-    s->alloc->free(s->alloc->state, s->data, s->nbytes, NULL);
+    /* After the default contexts are gone (at exit) the stream is NULL: the free then synchronizes. */
+    s->alloc->free(s->alloc->state, s->data, s->nbytes, storage_stream(s->device));
     free(s);
 }
 
@@ -265,12 +277,16 @@ cml_tensor *cml_tensor_from_host(const void *data, int ndim, const int64_t *shap
         cml__error(CML_ERR_INVALID_ARG, "cml_tensor_from_host: data must not be NULL");
         return NULL;
     }
-    if (dev.type != CML_CPU) {
-        cml__error(CML_ERR_UNSUPPORTED, "cml_tensor_from_host: device %s is not supported yet", cml_device_name(dev));
+    cml_tensor *t = tensor_new("cml_tensor_from_host", ndim, shape, dt, dev);
+    if (!t) return NULL;
+    size_t nbytes = (size_t)cml__numel(ndim, shape) * cml_dtype_size(dt);
+    if (dev.type == CML_CPU) {
+        memcpy(t->storage->data, data, nbytes);
+    } else if (cml__cuda_memcpy(cml__ctx(t), t->storage->data, data, nbytes, true, "cml_tensor_from_host") != CML_OK) {
+        /* synchronous: the caller may reuse `data` (even pinned memory) as soon as this returns */
+        cml_tensor_release(t);
         return NULL;
     }
-    cml_tensor *t = tensor_new("cml_tensor_from_host", ndim, shape, dt, dev);
-    if (t) memcpy(t->storage->data, data, (size_t)cml__numel(ndim, shape) * cml_dtype_size(dt));
     return t;
 }
 
@@ -284,9 +300,74 @@ cml_status cml_tensor_to_host(const cml_tensor *t, void *data, size_t nbytes) {
     for (int i = 0; i < t->ndim; i++) dst.shape[i] = t->shape[i];
     cml__contiguous_strides(t->ndim, t->shape, dst.stride);
     cml_layout src = cml_tensor_layout(t);
-    if (t->storage->device.type != CML_CPU)
-        return cml__error(CML_ERR_UNSUPPORTED, "cml_tensor_to_host: device tensors are not supported yet");
-    return cml_copy(cml__ctx(t), data, &dst, t->dtype, cml_tensor_data(t), &src, t->dtype);
+    cml_ctx *ctx = cml__ctx(t);
+    if (!ctx) return cml_last_status();
+    if (t->storage->device.type == CML_CPU) return cml_copy(ctx, data, &dst, t->dtype, cml_tensor_data(t), &src, t->dtype);
+    /* A device tensor: gather a non-contiguous view into a contiguous one on the device first, then one copy. */
+    cml_tensor *staged = NULL;
+    const void *from = cml_tensor_data(t);
+    if (!cml_tensor_is_contiguous(t)) {
+        staged = cml__tensor_new(t->ndim, t->shape, t->dtype, t->storage->device);
+        if (!staged) return cml_last_status();
+        cml_status s = cml_copy(ctx, cml_tensor_data(staged), &dst, t->dtype, from, &src, t->dtype);
+        if (s != CML_OK) {
+            cml_tensor_release(staged);
+            return s;
+        }
+        from = cml_tensor_data(staged);
+    }
+    cml_status s = cml__cuda_memcpy(ctx, data, from, need, true, "cml_tensor_to_host");
+    cml_tensor_release(staged);
+    return s;
+}
+
+/* dst = src on one device, through the kernel layer (any layouts, dtype converted). */
+static cml_status copy_same_device(cml_tensor *dst, const cml_tensor *src) {
+    cml_ctx *ctx = cml__ctx(dst);
+    if (!ctx) return cml_last_status();
+    cml_layout dl = cml_tensor_layout(dst), sl = cml_tensor_layout(src);
+    return cml_copy(ctx, cml_tensor_data(dst), &dl, dst->dtype, cml_tensor_data(src), &sl, src->dtype);
+}
+
+/* dst = src between devices: src's values are made contiguous on src's device
+ * when they are not already, moved with one copy, and scattered into dst's
+ * layout on dst's device when dst is not contiguous. A dtype conversion is done
+ * on the host side when there is one (the CPU converts between every dtype),
+ * else on the source device. Synchronous. */
+static cml_status copy_across_devices(cml_tensor *dst, const cml_tensor *src) {
+    static const char fn[] = "cml_tensor_copy_";
+    cml_device sd = src->storage->device, dd = dst->storage->device;
+    cml_dtype wire = dd.type == CML_CPU && sd.type != CML_CPU ? src->dtype : dst->dtype; /* the dtype moved */
+    cml_tensor *staged = NULL, *landing = NULL;
+    const cml_tensor *from = src;
+    cml_tensor *to = dst;
+    cml_status s = CML_OK;
+    if (!cml_tensor_is_contiguous(src) || src->dtype != wire) {
+        staged = cml__tensor_new(src->ndim, src->shape, wire, sd);
+        s = staged ? copy_same_device(staged, src) : cml_last_status();
+        from = staged;
+    }
+    if (s == CML_OK && (!cml_tensor_is_contiguous(dst) || dst->dtype != wire)) {
+        landing = cml__tensor_new(dst->ndim, dst->shape, wire, dd);
+        if (!landing) s = cml_last_status();
+        to = landing;
+    }
+    size_t nbytes = (size_t)cml_tensor_numel(dst) * cml_dtype_size(wire);
+    if (s == CML_OK) {
+        /* The copy goes on the stream of the device side (after the work that
+         * produced src, before the work that will read dst); between two GPUs
+         * the source side is finished first. */
+        cml_ctx *sctx = cml__ctx(from), *dctx = cml__ctx(to);
+        if (!sctx || !dctx) s = cml_last_status();
+        else if (sd.type != CML_CPU && dd.type != CML_CPU) s = cml_ctx_synchronize(sctx);
+        if (s == CML_OK)
+            s = cml__cuda_memcpy(dd.type != CML_CPU ? dctx : sctx, cml_tensor_data(to), cml_tensor_data(from), nbytes,
+                                 true, fn);
+    }
+    if (s == CML_OK && landing) s = copy_same_device(dst, landing);
+    cml_tensor_release(staged);
+    cml_tensor_release(landing);
+    return s;
 }
 
 cml_status cml_tensor_copy_(cml_tensor *dst, const cml_tensor *src) {
@@ -296,9 +377,8 @@ cml_status cml_tensor_copy_(cml_tensor *dst, const cml_tensor *src) {
         return cml__error(CML_ERR_SHAPE, "cml_tensor_copy_: src shape %s must equal dst shape %s",
                           cml__shape_str(src->ndim, src->shape, a, sizeof a),
                           cml__shape_str(dst->ndim, dst->shape, b, sizeof b));
-    CML_TRY(cml__check_same_device("cml_tensor_copy_", dst, src));
-    cml_layout dl = cml_tensor_layout(dst), sl = cml_tensor_layout(src);
-    return cml_copy(cml__ctx(dst), cml_tensor_data(dst), &dl, dst->dtype, cml_tensor_data(src), &sl, src->dtype);
+    if (!cml_device_equal(dst->storage->device, src->storage->device)) return copy_across_devices(dst, src);
+    return copy_same_device(dst, src);
 }
 
 cml_status cml_tensor_fill_(cml_tensor *t, double value) {
@@ -352,10 +432,19 @@ void *cml_tensor_data(const cml_tensor *t) {
 }
 
 double cml_tensor_item_at(const cml_tensor *t, const int64_t *index) {
-    if (t->storage->device.type != CML_CPU) return NAN;
     int64_t off = 0;
     for (int i = 0; i < t->ndim; i++) off += index[i] * t->stride[i];
     const void *base = cml_tensor_data(t);
+    unsigned char elem[8];
+    if (t->storage->device.type != CML_CPU) { /* fetch the one element (synchronizes the device's stream) */
+        size_t es = cml_dtype_size(t->dtype);
+        cml_ctx *ctx = cml__ctx(t);
+        if (!ctx || cml__cuda_memcpy(ctx, elem, (const char *)base + off * (int64_t)es, es, true,
+                                     "cml_tensor_item") != CML_OK)
+            return NAN;
+        base = elem;
+        off = 0;
+    }
     switch (t->dtype) {
     case CML_I64: return (double)((const int64_t *)base)[off];
     case CML_I32: return (double)((const int32_t *)base)[off];

@@ -369,10 +369,26 @@ cml_tensor *cml_clone(const cml_tensor *t) {
     return copy_as("clone", t, t->dtype);
 }
 
+/* The gradient of a device move is the incoming gradient moved back. */
+static cml_status to_device_backward(cml_node *node, const cml_tensor *g, cml_tensor **grads) {
+    grads[0] = cml_tensor_to(g, node->inputs[0]->storage->device);
+    return grads[0] ? CML_OK : cml_last_status();
+}
+
 cml_tensor *cml_tensor_to(const cml_tensor *t, cml_device dev) {
     if (cml__any_null("cml_tensor_to", 1, &t)) return NULL;
     if (cml_device_equal(dev, t->storage->device)) return cml_tensor_retain((cml_tensor *)t);
-    cml_ctx *ctx = cml_ctx_default(dev); /* fails with the reason the device is unusable */
-    if (ctx) cml__error(CML_ERR_UNSUPPORTED, "cml_tensor_to: copies to %s are not supported yet", cml_device_name(dev));
-    return NULL;
+    if (!cml_ctx_default(dev)) return NULL; /* fails with the reason the device is unusable */
+    cml_tensor *out = cml__tensor_new(t->ndim, t->shape, t->dtype, dev);
+    if (!out) return NULL;
+    if (cml_tensor_copy_(out, t) != CML_OK) { /* synchronous host<->device copy (staged when not contiguous) */
+        cml_tensor_release(out);
+        return NULL;
+    }
+    if (cml__should_record(1, &t) && cml_dtype_is_float(t->dtype) &&
+        !cml__record(out, "to_device", to_device_backward, 1, &t)) {
+        cml_tensor_release(out);
+        return NULL;
+    }
+    return out;
 }

@@ -4,10 +4,15 @@
  * broadcast with stride 0 and may have negative strides. Outputs must not
  * overlap themselves (a stride-0 output dim of size > 1 would write one element
  * from several threads), which is checked; overlap between an input and the
- * output is allowed only when they are the same view (in-place ops). */
+ * output is allowed only when they are the same view (in-place ops).
+ * CUDA contexts run copy, fill, unary and binary on the GPU
+ * (src/kernels/cuda/ewise/); the other ops are CPU-only for now. */
 #include "camel/kernels.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/kernel_check.h"
+#ifdef CML_HAVE_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
 
 static cml_status check_layout(const char *fn, const char *name, const cml_layout *l) {
     if (l == NULL) return cml__error(CML_ERR_INVALID_ARG, "%s: %s must not be NULL", fn, name);
@@ -69,6 +74,10 @@ cml_status cml_unary(cml_ctx *ctx, cml_unary_op op, float param,
     int64_t numel = layout_numel(y_layout);
     CML_TRY(check_data(fn, "y", y, numel));
     CML_TRY(check_data(fn, "x", x, numel));
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA)
+        return cml__unary_cuda(ctx, op, param, y, y_layout, y_dtype, x, x_layout, x_dtype);
+#endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__unary_cpu(ctx, op, param, y, y_layout, y_dtype, x, x_layout, x_dtype);
 }
@@ -132,6 +141,10 @@ cml_status cml_binary(cml_ctx *ctx, cml_binary_op op,
     CML_TRY(check_data(fn, "y", y, numel));
     CML_TRY(check_data(fn, "a", a, numel));
     CML_TRY(check_data(fn, "b", b, numel));
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA)
+        return cml__binary_cuda(ctx, op, y, y_layout, y_dtype, a, a_layout, a_dtype, b, b_layout, b_dtype);
+#endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__binary_cpu(ctx, op, y, y_layout, y_dtype, a, a_layout, a_dtype, b, b_layout, b_dtype);
 }
@@ -168,6 +181,10 @@ cml_status cml_copy(cml_ctx *ctx, void *y, const cml_layout *y_layout, cml_dtype
     int64_t numel = layout_numel(y_layout);
     CML_TRY(check_data(fn, "y", y, numel));
     CML_TRY(check_data(fn, "x", x, numel));
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA)
+        return cml__copy_cuda(ctx, y, y_layout, y_dtype, x, x_layout, x_dtype);
+#endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__copy_cpu(ctx, y, y_layout, y_dtype, x, x_layout, x_dtype);
 }
@@ -178,6 +195,10 @@ cml_status cml_fill(cml_ctx *ctx, void *y, const cml_layout *y_layout, cml_dtype
     CML_TRY(check_output_layout(fn, "y_layout", y_layout));
     CML_TRY(cml__check_dtype_valid(fn, "dtype", dtype));
     CML_TRY(check_data(fn, "y", y, layout_numel(y_layout)));
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA)
+        return cml__fill_cuda(ctx, y, y_layout, dtype, value);
+#endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__fill_cpu(ctx, y, y_layout, dtype, value);
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "runtime/ctx_impl.h"
+#include "runtime/cuda_backend.h"
 #include "runtime/error.h"
 
 cml_status cml_ctx_create(cml_ctx **out, cml_device d) {
@@ -13,13 +14,26 @@ cml_status cml_ctx_create(cml_ctx **out, cml_device d) {
         const char *why = NULL;
         if (!cml_cuda_available(&why))
             return cml__error(CML_ERR_CUDA, "cml_ctx_create: cannot use %s: %s", cml_device_name(d), why);
-        return cml__error(CML_ERR_UNSUPPORTED,
-                          "cml_ctx_create: the CUDA backend is not implemented yet; use the cpu device");
+    } else if (d.type != CML_CPU) {
+        return cml__error(CML_ERR_INVALID_ARG, "cml_ctx_create: unknown device type %d", (int)d.type);
     }
     cml_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return cml__error(CML_ERR_OOM, "cml_ctx_create: out of memory");
     ctx->device = d;
+    if (d.type == CML_CUDA) {
+        cml_status s = cml__cuda_ctx_init(ctx); /* selects the device, creates the stream */
+        if (s != CML_OK) {
+            free(ctx);
+            return s;
+        }
+    }
     ctx->alloc = cml_allocator_default(d);
+    if (!ctx->alloc) {
+        cml_status s = cml_last_status() != CML_OK ? cml_last_status() : CML_ERR_INTERNAL;
+        cml__cuda_ctx_fini(ctx);
+        free(ctx);
+        return s; /* the allocator set the error */
+    }
     *out = ctx;
     return CML_OK;
 }
@@ -27,13 +41,17 @@ cml_status cml_ctx_create(cml_ctx **out, cml_device d) {
 void cml_ctx_destroy(cml_ctx *ctx) {
     if (!ctx) return;
     if (ctx->workspace) ctx->alloc->free(ctx->alloc->state, ctx->workspace, ctx->workspace_size, ctx->stream);
+    if (ctx->device.type == CML_CUDA) cml__cuda_ctx_fini(ctx);
     free(ctx);
 }
 
 cml_device cml_ctx_device(const cml_ctx *ctx) { return ctx->device; }
 
+void *cml__ctx_stream(const cml_ctx *ctx) { return ctx->stream; }
+
 cml_status cml_ctx_synchronize(cml_ctx *ctx) {
     CML_CHECK_ARG(ctx, "cml_ctx_synchronize: ctx must not be NULL");
+    if (ctx->device.type == CML_CUDA) return cml__cuda_stream_sync(ctx, "cml_ctx_synchronize");
     return CML_OK;
 }
 
@@ -42,6 +60,7 @@ cml_status cml_ctx_workspace(cml_ctx *ctx, void **ptr, size_t nbytes) {
     if (nbytes > ctx->workspace_size) {
         void *p = NULL;
         CML_TRY(ctx->alloc->alloc(ctx->alloc->state, &p, nbytes, ctx->stream));
+        /* Stream-ordered: kernels already queued on ctx's stream finish with the old block first. */
         if (ctx->workspace) ctx->alloc->free(ctx->alloc->state, ctx->workspace, ctx->workspace_size, ctx->stream);
         ctx->workspace = p;
         ctx->workspace_size = nbytes;
@@ -50,24 +69,44 @@ cml_status cml_ctx_workspace(cml_ctx *ctx, void **ptr, size_t nbytes) {
     return CML_OK;
 }
 
+/* Default contexts, one per device, created on first use and destroyed at exit. */
 static cml_ctx *default_cpu_ctx;
+static cml_ctx *default_cuda_ctx[CML__MAX_CUDA_DEVICES];
+static bool defaults_registered;
 
 static void destroy_default_contexts(void) {
     cml_ctx_destroy(default_cpu_ctx);
     default_cpu_ctx = NULL;
+    for (int i = 0; i < CML__MAX_CUDA_DEVICES; i++) {
+        cml_ctx_destroy(default_cuda_ctx[i]);
+        default_cuda_ctx[i] = NULL;
+    }
 }
 
 cml_ctx *cml_ctx_default(cml_device d) {
+    cml_ctx **slot = NULL;
     if (d.type == CML_CPU) {
-        if (!default_cpu_ctx) {
-            if (cml_ctx_create(&default_cpu_ctx, d) != CML_OK) return NULL;
+        slot = &default_cpu_ctx;
+    } else if (d.type == CML_CUDA && d.index >= 0 && d.index < CML__MAX_CUDA_DEVICES) {
+        slot = &default_cuda_ctx[d.index];
+    } else {
+        cml__error(CML_ERR_INVALID_ARG, "cml_ctx_default: %s is not a usable device", cml_device_name(d));
+        return NULL;
+    }
+    if (!*slot) {
+        if (cml_ctx_create(slot, d) != CML_OK) return NULL;
+        if (!defaults_registered) {
+            defaults_registered = true;
             atexit(destroy_default_contexts);
         }
-        return default_cpu_ctx;
     }
-    cml_ctx *ctx = NULL;
-    cml_ctx_create(&ctx, d); /* sets the error: CUDA contexts come with the CUDA backend */
-    return ctx;
+    return *slot;
+}
+
+cml_ctx *cml__ctx_default_existing(cml_device d) {
+    if (d.type == CML_CPU) return default_cpu_ctx;
+    if (d.type == CML_CUDA && d.index >= 0 && d.index < CML__MAX_CUDA_DEVICES) return default_cuda_ctx[d.index];
+    return NULL;
 }
 
 int cml_cpu_threads(void) { return omp_get_max_threads(); }

@@ -1,4 +1,4 @@
-/* Internal: the context struct. */
+/* Internal: the context struct and helpers the framework uses to find a device's stream. */
 #ifndef CML_RUNTIME_CTX_IMPL_H
 #define CML_RUNTIME_CTX_IMPL_H
 
@@ -11,5 +11,20 @@ struct cml_ctx {
     void *workspace;
     size_t workspace_size;
 };
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The stream of a context (cudaStream_t on CUDA, NULL on the CPU). */
+void *cml__ctx_stream(const cml_ctx *ctx);
+
+/* The default context of d if it exists now, else NULL; never creates one
+ * (so it is safe while the default contexts are being destroyed at exit). */
+cml_ctx *cml__ctx_default_existing(cml_device d);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
