@@ -53,6 +53,30 @@ float cml_optim_lr(const cml_optim *opt);
 int64_t cml_optim_steps(const cml_optim *opt); /* updates taken so far */
 void cml_optim_destroy(cml_optim *opt);
 
+/* ---- checkpoint support ---- */
+
+/* "SGD", "Adam" or "AdamW" (NULL when opt is NULL). */
+const char *cml_optim_name(const cml_optim *opt);
+
+/* Enumerates the optimizer's whole mutable state as named tensors, so that a
+ * checkpoint can save it and restore it by copying data back in. The tensors
+ * are borrowed (owned by the optimizer until cml_optim_destroy) and live: what
+ * is written into them is the optimizer's new state. In this order:
+ *   "lr"                   f32, 0-d (CPU): the learning rate (cml_optim_lr)
+ *   "steps"                i64, 0-d (CPU): successful cml_optim_step calls (cml_optim_steps)
+ * then for each parameter p in creation order:
+ *   "step.<p>"             i64, 0-d (CPU): updates applied to p (Adam's bias correction;
+ *                          SGD initializes its momentum buffer when it is 0)
+ *   "momentum_buffer.<p>"  f32, p's shape and device: SGD with momentum > 0
+ *   "exp_avg.<p>"          f32, p's shape and device: Adam and AdamW
+ *   "exp_avg_sq.<p>"       f32, p's shape and device: Adam and AdamW
+ * The other hyperparameters (momentum, nesterov, betas, eps, weight decay) are
+ * configuration, not state. Values written into "lr" and the counters must be
+ * finite and >= 0 (not checked). Writes up to cap entries and returns the total
+ * count (cap = 0 counts); -1 with the error set when opt is NULL, cap < 0, out is
+ * NULL with cap > 0, or a name would not fit in CML_NAME_MAX. */
+int cml_optim_state(const cml_optim *opt, cml_param *out, int cap);
+
 /* Scales all gradients so that their global L2 norm is at most max_norm
  * (max_norm >= 0): like torch.nn.utils.clip_grad_norm_, coef = max_norm /
  * (norm + 1e-6) and the grads are multiplied (in f32) when coef < 1. The norm

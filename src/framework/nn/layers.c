@@ -150,15 +150,22 @@ cml_module *cml_gelu_create(cml_gelu_approx approx) {
 
 /* ---- Dropout ------------------------------------------------------------------- */
 
+/* The generator lives in the buffer "rng" (i64 [2]: the {seed, offset} bits of a
+ * cml_rng), so that checkpoints save and restore it with the weights and a
+ * resumed run draws the same masks. */
 typedef struct dropout_module {
     cml_module base;
     float p;
-    cml_rng rng;
+    cml_tensor *rng; /* borrowed: owned by base as a buffer */
 } dropout_module;
 
 static cml_tensor *dropout_forward(cml_module *m, const cml_tensor *x) {
     dropout_module *d = (dropout_module *)m;
-    return cml_dropout(x, d->p, m->training, &d->rng);
+    cml_rng rng;
+    memcpy(&rng, cml_tensor_data(d->rng), sizeof rng);
+    cml_tensor *y = cml_dropout(x, d->p, m->training, &rng);
+    memcpy(cml_tensor_data(d->rng), &rng, sizeof rng);
+    return y;
 }
 
 static const cml_module_ops dropout_ops = {"Dropout", dropout_forward, NULL};
@@ -171,7 +178,14 @@ cml_module *cml_dropout_create(float p, uint64_t seed) {
     dropout_module *d = (dropout_module *)module_alloc(sizeof *d, &dropout_ops, "cml_dropout_create");
     if (!d) return NULL;
     d->p = p;
-    cml_rng_init(&d->rng, seed);
+    cml_rng rng;
+    cml_rng_init(&rng, seed);
+    _Static_assert(sizeof rng == 2 * sizeof(int64_t), "cml_rng is two 64-bit words");
+    d->rng = cml_tensor_from_host(&rng, 1, (const int64_t[]){2}, CML_I64, CML_DEVICE_CPU);
+    if (!d->rng || cml_module_add_buffer(&d->base, "rng", d->rng) != CML_OK) {
+        cml_module_destroy(&d->base);
+        return NULL;
+    }
     return &d->base;
 }
 

@@ -1,6 +1,7 @@
 /* SGD, Adam and AdamW over borrowed parameters; the updates themselves are the
  * kernel layer's cml_sgd_update / cml_adam_update on raw f32 buffers. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,14 +17,20 @@ struct cml_optim {
     cml_param *params;    /* copies of the names; tensors borrowed */
     cml_tensor **state1;  /* SGD momentum buffer / Adam m (owned, NULL when unused) */
     cml_tensor **state2;  /* Adam v (owned) */
-    int64_t *param_steps; /* updates applied to each parameter (it is skipped while it has no grad) */
-    int64_t steps;        /* cml_optim_step calls that succeeded */
-    float lr;
+    /* The counters and lr live in 0-d CPU tensors so that cml_optim_state can hand
+     * them to checkpoints like the buffers (read and written through the helpers below). */
+    cml_tensor **step_counts; /* i64: updates applied to each parameter (skipped while it has no grad) */
+    cml_tensor *steps;        /* i64: cml_optim_step calls that succeeded */
+    cml_tensor *lr;           /* f32 */
     cml_sgd_opts sgd;
     cml_adam_opts adam;
 };
 
 static bool finite_nonneg(float x) { return isfinite(x) && x >= 0.0f; }
+
+static int64_t *param_steps(const cml_optim *o, int i) { return cml_tensor_data(o->step_counts[i]); }
+static int64_t *total_steps(const cml_optim *o) { return cml_tensor_data(o->steps); }
+static float *lr_of(const cml_optim *o) { return cml_tensor_data(o->lr); }
 
 static cml_status check_params(const char *who, const cml_param *params, int n) {
     CML_CHECK_ARG(n >= 1, "%s: n=%d must be >= 1 (no parameters to optimize)", who, n);
@@ -60,8 +67,11 @@ static cml_optim *optim_new(optim_kind kind, const char *who, const cml_param *p
         o->params = malloc((size_t)n * sizeof *o->params);
         o->state1 = calloc((size_t)n, sizeof *o->state1);
         o->state2 = calloc((size_t)n, sizeof *o->state2);
-        o->param_steps = calloc((size_t)n, sizeof *o->param_steps);
-        ok = o->params && o->state1 && o->state2 && o->param_steps;
+        o->step_counts = calloc((size_t)n, sizeof *o->step_counts);
+        ok = o->params && o->state1 && o->state2 && o->step_counts;
+        if (ok) o->steps = cml_tensor_zeros(0, NULL, CML_I64, CML_DEVICE_CPU);
+        if (ok) o->lr = cml_tensor_zeros(0, NULL, CML_F32, CML_DEVICE_CPU);
+        ok = ok && o->steps && o->lr;
     }
     if (!ok) {
         cml_optim_destroy(o);
@@ -71,7 +81,8 @@ static cml_optim *optim_new(optim_kind kind, const char *who, const cml_param *p
     for (int i = 0; i < n; i++) {
         o->params[i] = params[i];
         o->params[i].name[CML_NAME_MAX - 1] = '\0';
-        if (s1 && !(o->state1[i] = zeros_like(params[i].tensor))) ok = false;
+        if (!(o->step_counts[i] = cml_tensor_zeros(0, NULL, CML_I64, CML_DEVICE_CPU))) ok = false;
+        if (ok && s1 && !(o->state1[i] = zeros_like(params[i].tensor))) ok = false;
         if (ok && s2 && !(o->state2[i] = zeros_like(params[i].tensor))) ok = false;
         if (!ok) {
             cml_optim_destroy(o);
@@ -102,7 +113,7 @@ cml_optim *cml_sgd_create(const cml_param *params, int n, cml_sgd_opts opts) {
     cml_optim *o = optim_new(OPT_SGD, who, params, n, opts.momentum > 0.0f, false);
     if (o) {
         o->sgd = opts;
-        o->lr = opts.lr;
+        *lr_of(o) = opts.lr;
     }
     return o;
 }
@@ -133,7 +144,7 @@ static cml_optim *adam_create(const char *who, optim_kind kind, const cml_param 
     cml_optim *o = optim_new(kind, who, params, n, true, true);
     if (o) {
         o->adam = opts;
-        o->lr = opts.lr;
+        *lr_of(o) = opts.lr;
     }
     return o;
 }
@@ -177,17 +188,18 @@ cml_status cml_optim_step(cml_optim *opt) {
         float *s1 = opt->state1[i] ? cml_tensor_data(opt->state1[i]) : NULL;
         cml_status s;
         if (opt->kind == OPT_SGD) {
-            s = cml_sgd_update(ctx, param, grad, s1, n, opt->lr, opt->sgd.momentum, opt->sgd.nesterov,
-                               opt->sgd.weight_decay, opt->param_steps[i] == 0);
+            s = cml_sgd_update(ctx, param, grad, s1, n, *lr_of(opt), opt->sgd.momentum, opt->sgd.nesterov,
+                               opt->sgd.weight_decay, *param_steps(opt, i) == 0);
         } else {
             float *s2 = cml_tensor_data(opt->state2[i]);
-            s = cml_adam_update(ctx, param, grad, s1, s2, n, opt->lr, opt->adam.beta1, opt->adam.beta2, opt->adam.eps,
-                                opt->adam.weight_decay, opt->kind == OPT_ADAMW, opt->param_steps[i] + 1);
+            s = cml_adam_update(ctx, param, grad, s1, s2, n, *lr_of(opt), opt->adam.beta1, opt->adam.beta2,
+                                opt->adam.eps, opt->adam.weight_decay, opt->kind == OPT_ADAMW,
+                                *param_steps(opt, i) + 1);
         }
         if (s != CML_OK) return s;
-        opt->param_steps[i]++;
+        (*param_steps(opt, i))++;
     }
-    opt->steps++;
+    (*total_steps(opt))++;
     return CML_OK;
 }
 
@@ -205,12 +217,53 @@ void cml_optim_set_lr(cml_optim *opt, float lr) {
         cml__error(CML_ERR_INVALID_ARG, "cml_optim_set_lr: lr=%g must be finite and >= 0 (unchanged)", (double)lr);
         return;
     }
-    opt->lr = lr;
+    *lr_of(opt) = lr;
 }
 
-float cml_optim_lr(const cml_optim *opt) { return opt ? opt->lr : 0.0f; }
+float cml_optim_lr(const cml_optim *opt) { return opt ? *lr_of(opt) : 0.0f; }
 
-int64_t cml_optim_steps(const cml_optim *opt) { return opt ? opt->steps : 0; }
+int64_t cml_optim_steps(const cml_optim *opt) { return opt ? *total_steps(opt) : 0; }
+
+const char *cml_optim_name(const cml_optim *opt) {
+    if (!opt) return NULL;
+    switch (opt->kind) {
+    case OPT_SGD: return "SGD";
+    case OPT_ADAM: return "Adam";
+    default: return "AdamW";
+    }
+}
+
+/* Appends "<prefix><name>" -> t to out when there is room; false when it does not fit a name. */
+static bool put_state(cml_param *out, int cap, int *count, const char *prefix, const char *name, cml_tensor *t) {
+    int len = snprintf(*count < cap ? out[*count].name : NULL, *count < cap ? CML_NAME_MAX : 0, "%s%s", prefix, name);
+    if (len < 0 || len >= CML_NAME_MAX) {
+        cml__error(CML_ERR_INVALID_ARG, "cml_optim_state: the state name \"%s%s\" is longer than %d characters",
+                   prefix, name, CML_NAME_MAX - 1);
+        return false;
+    }
+    if (*count < cap) out[*count].tensor = t;
+    (*count)++;
+    return true;
+}
+
+int cml_optim_state(const cml_optim *opt, cml_param *out, int cap) {
+    if (!opt || cap < 0 || (cap > 0 && !out)) {
+        cml__error(CML_ERR_INVALID_ARG, "cml_optim_state: opt must not be NULL, cap=%d must be >= 0 and out "
+                   "must not be NULL when cap > 0", cap);
+        return -1;
+    }
+    int count = 0;
+    bool ok = put_state(out, cap, &count, "lr", "", opt->lr) && put_state(out, cap, &count, "steps", "", opt->steps);
+    for (int i = 0; ok && i < opt->n; i++) {
+        const char *name = opt->params[i].name;
+        ok = put_state(out, cap, &count, "step.", name, opt->step_counts[i]);
+        if (ok && opt->state1[i])
+            ok = put_state(out, cap, &count, opt->kind == OPT_SGD ? "momentum_buffer." : "exp_avg.", name,
+                           opt->state1[i]);
+        if (ok && opt->state2[i]) ok = put_state(out, cap, &count, "exp_avg_sq.", name, opt->state2[i]);
+    }
+    return ok ? count : -1;
+}
 
 void cml_optim_destroy(cml_optim *opt) {
     if (!opt) return;
@@ -218,7 +271,10 @@ void cml_optim_destroy(cml_optim *opt) {
     if (opt->state2) cml_tensor_release_all(opt->state2, opt->n);
     free(opt->state1);
     free(opt->state2);
-    free(opt->param_steps);
+    if (opt->step_counts) cml_tensor_release_all(opt->step_counts, opt->n);
+    cml_tensor_release(opt->steps);
+    cml_tensor_release(opt->lr);
+    free(opt->step_counts);
     free(opt->params);
     free(opt);
 }
