@@ -214,6 +214,109 @@ cml_status cml_adam_update(cml_ctx *ctx, float *param, const float *grad, float 
                            int64_t n, float lr, float beta1, float beta2, float eps,
                            float weight_decay, bool decoupled, int64_t step);
 
+/* ---- normalization ------------------------------------------------------------ */
+
+/* LayerNorm over the last dim of contiguous x (rows, C):
+ *   y = (x - mean) * rstd * gamma + beta,  rstd = 1 / sqrt(var + eps)   (biased var, Welford).
+ * mean and rstd (f32, rows) are written for the backward; either may be NULL.
+ * gamma and beta (C, same dtype as x) may be NULL (1 and 0). */
+cml_status cml_layernorm_fwd(cml_ctx *ctx, void *y, float *mean, float *rstd, const void *x,
+                             const void *gamma, const void *beta, int64_t rows, int64_t C, float eps,
+                             cml_dtype dtype);
+/* dx (rows, C) from dy; dgamma, dbeta (C) are overwritten (not accumulated) and may be
+ * NULL; their row sums are in a fixed order (deterministic). */
+cml_status cml_layernorm_bwd(cml_ctx *ctx, void *dx, void *dgamma, void *dbeta, const void *dy,
+                             const void *x, const void *gamma, const float *mean, const float *rstd,
+                             int64_t rows, int64_t C, cml_dtype dtype);
+
+/* BatchNorm over (N, C, HW) in NCHW (channels_last = false) or (N, HW, C) in NHWC.
+ * Training: batch statistics (biased var for normalizing, unbiased for the running
+ * var), running stats updated as r = (1 - momentum) r + momentum * batch (may be NULL),
+ * save_mean / save_rstd (f32, C) written for the backward (may be NULL). Eval: uses the running
+ * stats (required). gamma/beta/running stats are f32 (C); gamma and beta may be NULL (1 and 0). */
+cml_status cml_batchnorm_fwd(cml_ctx *ctx, void *y, float *save_mean, float *save_rstd,
+                             float *running_mean, float *running_var, const void *x, const float *gamma,
+                             const float *beta, int64_t N, int64_t C, int64_t HW, bool channels_last,
+                             bool training, float momentum, float eps, cml_dtype dtype);
+/* Training-mode backward: dx, and dgamma/dbeta (f32, C, overwritten; may be NULL). */
+cml_status cml_batchnorm_bwd(cml_ctx *ctx, void *dx, float *dgamma, float *dbeta, const void *dy,
+                             const void *x, const float *gamma, const float *save_mean,
+                             const float *save_rstd, int64_t N, int64_t C, int64_t HW, bool channels_last,
+                             cml_dtype dtype);
+
+/* ---- attention ------------------------------------------------------------------- */
+
+/* Scaled dot-product attention over Q (B, S_q, H_q, D), K and V (B, S_kv, H_kv, D),
+ * O like Q, given by element strides for the batch, sequence and head dims (the D dim
+ * is contiguous), so both [B, S, H, D] and [B, H, S, D] layouts are described.
+ * H_q is a multiple of H_kv (grouped-query: query head h reads kv head h / (H_q/H_kv)).
+ * causal: query i sees keys j <= i + (S_kv - S_q) (aligned to the bottom right, as in
+ * FlashAttention 2). scale multiplies QK^T (usually 1/sqrt(D)). */
+typedef struct cml_attention_desc {
+    int64_t B, H_q, H_kv, S_q, S_kv, D;
+    bool causal;
+    float scale;
+    cml_dtype dtype;
+    int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3]; /* batch, seq, head */
+} cml_attention_desc;
+
+/* A descriptor for contiguous [B, S, H, D] tensors. */
+cml_attention_desc cml_attention_desc_bshd(int64_t B, int64_t S_q, int64_t S_kv, int64_t H_q, int64_t H_kv,
+                                           int64_t D, bool causal, cml_dtype dtype);
+
+/* O = softmax(scale Q K^T [+ causal mask]) V; lse (f32, (B, H_q, S_q), may be NULL) gets
+ * the natural-log sum of exp of each scaled score row, for the backward. A query row
+ * that sees no key (possible only when causal and S_q > S_kv) gives O = 0, lse = -inf. */
+cml_status cml_attention_fwd(cml_ctx *ctx, const cml_attention_desc *desc, void *O, float *lse,
+                             const void *Q, const void *K, const void *V);
+/* dQ, dK, dV (laid out like Q, K, V) from dO, O and lse; overwritten, deterministic. */
+cml_status cml_attention_bwd(cml_ctx *ctx, const cml_attention_desc *desc, void *dQ, void *dK, void *dV,
+                             const void *dO, const void *Q, const void *K, const void *V, const void *O,
+                             const float *lse);
+
+/* ---- convolution and pooling ----------------------------------------------------- */
+
+/* 2-d convolution. NCHW: x (N, C, H, W), w (K, C/groups, R, S), y (N, K, P, Q).
+ * NHWC (channels_last): x (N, H, W, C), w (K, R, S, C/groups), y (N, P, Q, K).
+ * P = (H + 2 pad_h - dil_h (R - 1) - 1) / stride_h + 1, likewise Q. bias (K) may be NULL. */
+typedef struct cml_conv2d_desc {
+    int64_t N, C, H, W, K, R, S;
+    int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
+    bool channels_last;
+    cml_dtype dtype;
+} cml_conv2d_desc;
+
+/* Validates the descriptor and gives the output size. */
+cml_status cml_conv2d_output_size(const cml_conv2d_desc *desc, int64_t *P, int64_t *Q);
+cml_status cml_conv2d_fwd(cml_ctx *ctx, const cml_conv2d_desc *desc, void *y, const void *x, const void *w,
+                          const void *bias);
+/* dx from dy and w (overwritten). */
+cml_status cml_conv2d_bwd_data(cml_ctx *ctx, const cml_conv2d_desc *desc, void *dx, const void *dy,
+                               const void *w);
+/* dw (and dbias, may be NULL) from dy and x (overwritten, deterministic). */
+cml_status cml_conv2d_bwd_filter(cml_ctx *ctx, const cml_conv2d_desc *desc, void *dw, void *dbias,
+                                 const void *dy, const void *x);
+
+typedef enum cml_pool_mode { CML_POOL_MAX = 0, CML_POOL_AVG } cml_pool_mode;
+
+/* 2-d pooling with the same layouts as convolution (K = C). AVG divides by the
+ * window size including padding (PyTorch's count_include_pad = true); MAX ignores
+ * padding and writes the flat input index (h * W + w) of each maximum into
+ * indices (i64, y's shape; ignored for AVG, may be NULL when no backward follows). */
+typedef struct cml_pool2d_desc {
+    int64_t N, C, H, W, R, S;
+    int64_t stride_h, stride_w, pad_h, pad_w;
+    cml_pool_mode mode;
+    bool channels_last;
+    cml_dtype dtype;
+} cml_pool2d_desc;
+
+cml_status cml_pool2d_output_size(const cml_pool2d_desc *desc, int64_t *P, int64_t *Q);
+cml_status cml_pool2d_fwd(cml_ctx *ctx, const cml_pool2d_desc *desc, void *y, int64_t *indices, const void *x);
+/* dx (overwritten) from dy (and the forward's indices for MAX). */
+cml_status cml_pool2d_bwd(cml_ctx *ctx, const cml_pool2d_desc *desc, void *dx, const void *dy,
+                          const int64_t *indices);
+
 #ifdef __cplusplus
 }
 #endif

@@ -98,6 +98,41 @@ cml_tensor *cml_gt(const cml_tensor *a, const cml_tensor *b);
  * and scales the rest by 1/(1-p). Identity when training is false or p == 0. */
 cml_tensor *cml_dropout(const cml_tensor *x, float p, bool training, cml_rng *rng);
 
+/* ---- layers' functional forms ------------------------------------------------------ */
+
+/* LayerNorm over the last dim; gamma and beta (C) may be NULL. */
+cml_tensor *cml_layer_norm(const cml_tensor *x, const cml_tensor *gamma, const cml_tensor *beta, float eps);
+
+/* Embedding lookup: weight (V, C), indices (any shape, i64/i32) -> (..., C). The
+ * backward sums rows in index order (deterministic). */
+cml_tensor *cml_embedding(const cml_tensor *weight, const cml_tensor *indices);
+
+/* Scaled dot-product attention: q (B, S_q, H_q, D), k and v (B, S_kv, H_kv, D), any
+ * strides with a contiguous last dim; H_q a multiple of H_kv. Returns (B, S_q, H_q, D).
+ * causal as in cml_attention_desc. Memory is linear in S (no S x S tensor is kept). */
+cml_tensor *cml_attention(const cml_tensor *q, const cml_tensor *k, const cml_tensor *v, bool causal, float scale);
+
+typedef struct cml_conv2d_params {
+    int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups; /* 0 means the default (1, 1, 0, 0, 1, 1, 1) */
+    bool channels_last; /* NHWC input and (K, R, S, C/groups) weights */
+} cml_conv2d_params;
+
+/* x (N, C, H, W) (or NHWC), w (K, C/groups, R, S) (or (K, R, S, C/groups)), bias (K) or NULL. */
+cml_tensor *cml_conv2d(const cml_tensor *x, const cml_tensor *w, const cml_tensor *bias, cml_conv2d_params p);
+
+/* Pooling over (R, S) windows; stride 0 means stride = window. */
+cml_tensor *cml_max_pool2d(const cml_tensor *x, int64_t R, int64_t S, int64_t stride_h, int64_t stride_w,
+                           int64_t pad_h, int64_t pad_w, bool channels_last);
+cml_tensor *cml_avg_pool2d(const cml_tensor *x, int64_t R, int64_t S, int64_t stride_h, int64_t stride_w,
+                           int64_t pad_h, int64_t pad_w, bool channels_last);
+
+/* BatchNorm over (N, C, H, W) (or NHWC): batch statistics when training (running
+ * stats, f32 (C), updated in place when not NULL), running statistics otherwise.
+ * gamma and beta (C, f32) may be NULL. */
+cml_tensor *cml_batch_norm2d(const cml_tensor *x, const cml_tensor *gamma, const cml_tensor *beta,
+                             cml_tensor *running_mean, cml_tensor *running_var, bool training, float momentum,
+                             float eps, bool channels_last);
+
 #ifdef __cplusplus
 }
 #endif
