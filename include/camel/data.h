@@ -39,6 +39,37 @@ const cml_tensor *cml_batch_iter_next(cml_batch_iter *it);
 int64_t cml_batch_iter_batches(const cml_batch_iter *it); /* per epoch */
 void cml_batch_iter_destroy(cml_batch_iter *it);
 
+/* ---- text (character level) --------------------------------------------------------- */
+
+/* Reads a whole text file (CML_ERR_IO when missing, CML_ERR_CORRUPT when empty or not
+ * valid text). *text is NUL-terminated; the caller frees it with free(). */
+cml_status cml_text_load(const char *path, char **text, size_t *len);
+
+/* The sorted set of distinct bytes of a text, and the byte -> id map. */
+typedef struct cml_char_vocab {
+    int size;
+    unsigned char chars[256]; /* id -> byte */
+    int16_t ids[256];         /* byte -> id, -1 when absent */
+} cml_char_vocab;
+
+cml_status cml_char_vocab_build(cml_char_vocab *v, const char *text, size_t len);
+/* Builds a vocabulary from its characters in id order (as saved with a checkpoint). */
+cml_status cml_char_vocab_from_chars(cml_char_vocab *v, const unsigned char *chars, int size);
+/* ids (len) from text; a byte outside the vocabulary is CML_ERR_INVALID_ARG naming it. */
+cml_status cml_char_encode(const cml_char_vocab *v, const char *text, size_t len, int64_t *ids);
+
+/* A batch of B random windows of T + 1 tokens from tokens[0..n): x (B, T) and the
+ * next-token targets y (B, T), both i64 CPU tensors; draws from rng. */
+cml_status cml_token_windows(const int64_t *tokens, int64_t n, int64_t B, int64_t T, cml_rng *rng,
+                             cml_tensor **x, cml_tensor **y);
+
+/* ---- CIFAR-10 ---------------------------------------------------------------------------- */
+
+/* Reads CIFAR-10 binary-format files (records of 1 label byte + 3072 pixel bytes,
+ * CHW order): images u8 (N, 3, 32, 32), labels i64 (N). The size must be a multiple of
+ * 3073 bytes and labels in 0..9, else CML_ERR_CORRUPT. paths: n_paths files concatenated. */
+cml_status cml_cifar10_load(const char *const *paths, int n_paths, cml_tensor **images, cml_tensor **labels);
+
 #ifdef __cplusplus
 }
 #endif
