@@ -64,6 +64,18 @@ void cli_json_close(cli_json *j);
 
 int cmd_info(int argc, char **argv);
 int cmd_train_mlp(int argc, char **argv);
+int cmd_train_cnn(int argc, char **argv);
 int cmd_bench_matmul(int argc, char **argv);
+int cmd_train_gpt(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
+
+/* Reads the GPT config, vocabulary, dropout generator state (dropout_rng may be NULL)
+ * and step saved in the metadata of a `camel train gpt` checkpoint directory;
+ * prints a message and returns non-zero on failure (cmd_train_gpt.c). */
+struct cml_gpt_config;
+struct cml_char_vocab;
+struct cml_rng;
+int gpt_checkpoint_read_meta(const char *dir, struct cml_gpt_config *cfg, struct cml_char_vocab *vocab,
+                             struct cml_rng *dropout_rng, int64_t *step);
 
 #endif

@@ -11,7 +11,10 @@ static void usage(FILE *f) {
             "usage: camel <command> [options]\n\n"
             "commands:\n"
             "  info                 version, build options, BLAS, CPU threads, CUDA availability\n"
+            "  train gpt            train a character-level GPT on Tiny Shakespeare (or any text file)\n"
+            "  train cnn            train a CNN: LeNet-5 on MNIST, or a Conv-BN-ReLU network on CIFAR-10\n"
             "  train mlp            train a multilayer perceptron on MNIST or Fashion-MNIST\n"
+            "  sample               generate text from a checkpoint of train gpt\n"
             "  bench matmul         CPU matmul GFLOP/s: camel vs calling OpenBLAS directly\n\n"
             "Run `camel <command> --help` for the options of a command.\n",
             cml_version());
@@ -28,12 +31,15 @@ int main(int argc, char **argv) {
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "info") == 0) return cmd_info(argc - 2, argv + 2);
+    if (strcmp(cmd, "sample") == 0) return cmd_sample(argc - 2, argv + 2);
     if (strcmp(cmd, "train") == 0 || strcmp(cmd, "bench") == 0) {
         const char *what = argc > 2 ? argv[2] : "";
+        if (strcmp(cmd, "train") == 0 && strcmp(what, "cnn") == 0) return cmd_train_cnn(argc - 3, argv + 3);
         if (strcmp(cmd, "train") == 0 && strcmp(what, "mlp") == 0) return cmd_train_mlp(argc - 3, argv + 3);
+        if (strcmp(cmd, "train") == 0 && strcmp(what, "gpt") == 0) return cmd_train_gpt(argc - 3, argv + 3);
         if (strcmp(cmd, "bench") == 0 && strcmp(what, "matmul") == 0) return cmd_bench_matmul(argc - 3, argv + 3);
         fprintf(stderr, "camel %s: unknown %s \"%s\"; available: %s\n", cmd, strcmp(cmd, "train") == 0 ? "model" : "benchmark",
-                what, strcmp(cmd, "train") == 0 ? "mlp" : "matmul");
+                what, strcmp(cmd, "train") == 0 ? "cnn, gpt, mlp" : "matmul");
         return 2;
     }
     fprintf(stderr, "camel: unknown command \"%s\"\n\n", cmd);

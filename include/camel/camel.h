@@ -12,6 +12,8 @@
 #include "camel/nn.h"
 #include "camel/optim.h"
 #include "camel/data.h"
+#include "camel/io.h"
+#include "camel/gpt.h"
 
 #ifdef __cplusplus
 extern "C" {
