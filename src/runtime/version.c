@@ -10,7 +10,7 @@ const char *cml_build_info(void) {
     snprintf(info, sizeof info, "%s build, C11, OpenMP, OpenBLAS (CPU GEMM), zlib, CUDA backend %s%s",
              CML_BUILD_TYPE,
 #ifdef CML_HAVE_CUDA
-             "runtime linked (device detection only; no CUDA kernels yet)",
+             "compiled in (sm_90a)",
 #else
              "not compiled in",
 #endif

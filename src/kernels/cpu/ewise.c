@@ -32,10 +32,10 @@ static void unary_apply(cml_unary_op op, float p, float *y, const float *x, int6
     case CML_UNARY_RELU: /* NaN propagates, like torch.relu */
         for (int64_t i = 0; i < n; i++) y[i] = (x[i] > 0.0f || x[i] != x[i]) ? x[i] : 0.0f;
         break;
-    case CML_UNARY_GELU_TANH:
+    case CML_UNARY_GELU_TANH: /* 0.5 (1 + tanh(u)) = sigmoid(2u): one expf is ~5x cheaper than tanhf here */
         for (int64_t i = 0; i < n; i++) {
             float v = x[i];
-            y[i] = 0.5f * v * (1.0f + tanhf(SQRT_2_OVER_PI * (v + GELU_CUBIC * v * v * v)));
+            y[i] = v / (1.0f + expf(-2.0f * SQRT_2_OVER_PI * (v + GELU_CUBIC * v * v * v)));
         }
         break;
     case CML_UNARY_GELU_ERF: for (int64_t i = 0; i < n; i++) y[i] = gelu_erf(x[i]); break;
@@ -83,9 +83,10 @@ static void unary_bwd_apply(cml_unary_op op, float p, float *dx, const float *dy
     case CML_UNARY_GELU_TANH:
         for (int64_t i = 0; i < n; i++) {
             float v = x[i];
-            float t = tanhf(SQRT_2_OVER_PI * (v + GELU_CUBIC * v * v * v));
+            float s = 1.0f / (1.0f + expf(-2.0f * SQRT_2_OVER_PI * (v + GELU_CUBIC * v * v * v)));
             float du = SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_CUBIC * v * v);
-            dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+            /* with t = tanh(u) = 2s - 1: 0.5 (1 + t) = s and 1 - t^2 = 4 s (1 - s) */
+            dx[i] = dy[i] * (s + 2.0f * v * s * (1.0f - s) * du);
         }
         break;
     case CML_UNARY_GELU_ERF: /* Phi(x) + x phi(x) */
