@@ -132,7 +132,10 @@ cml_status cml_softmax_bwd(cml_ctx *ctx, void *dx, const void *dy, const void *y
 /* Per-row cross-entropy straight from logits (rows, classes), never
  * materializing probabilities: loss[r] = logsumexp(logits[r]) - logits[r, t[r]],
  * 0 where t[r] == ignore_index. loss is f32 (rows). Targets are i64; a target
- * outside [0, classes) that is not ignore_index is CML_ERR_INVALID_ARG. */
+ * outside [0, classes) that is not ignore_index is CML_ERR_INVALID_ARG. On CUDA
+ * the targets are checked on the device: these two calls wait for the stream
+ * (one 8-byte copy), and on that error the outputs are written anyway, NaN in
+ * the rows with a bad target. */
 cml_status cml_cross_entropy_fwd(cml_ctx *ctx, float *loss, const void *logits,
                                  const int64_t *targets, int64_t rows, int64_t classes,
                                  cml_dtype dtype, int64_t ignore_index);

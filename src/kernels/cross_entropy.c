@@ -1,9 +1,13 @@
 /* Cross-entropy from logits (rows, classes) with i64 targets: argument
  * validation and device dispatch. Target values are data on the device, so
- * they are checked by the backend (CML_ERR_INVALID_ARG naming the row). */
+ * they are checked by the backend (CML_ERR_INVALID_ARG naming the row; on CUDA
+ * through a device flag and one small copy, see src/kernels/cuda/softmax/). */
 #include "camel/kernels.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/kernel_check.h"
+#ifdef CML_HAVE_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
 
 static cml_status check_ce(const char *fn, int64_t rows, int64_t classes, cml_dtype dtype) {
     CML_TRY(cml__check_size(fn, "rows", rows, 0));
@@ -23,6 +27,9 @@ cml_status cml_cross_entropy_fwd(cml_ctx *ctx, float *loss, const void *logits,
         CML__CHECK_NOT_NULL(fn, logits);
         CML__CHECK_NOT_NULL(fn, targets);
     }
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA) return cml__cross_entropy_fwd_cuda(ctx, loss, logits, targets, rows, classes, dtype, ignore_index);
+#endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__cross_entropy_fwd_cpu(ctx, loss, logits, targets, rows, classes, dtype, ignore_index);
 }
@@ -39,6 +46,9 @@ cml_status cml_cross_entropy_bwd(cml_ctx *ctx, void *dlogits, const float *dloss
         CML__CHECK_NOT_NULL(fn, logits);
         CML__CHECK_NOT_NULL(fn, targets);
     }
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA) return cml__cross_entropy_bwd_cuda(ctx, dlogits, dloss, logits, targets, rows, classes, dtype, ignore_index);
+#endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__cross_entropy_bwd_cpu(ctx, dlogits, dloss, logits, targets, rows, classes, dtype, ignore_index);
 }

@@ -1,10 +1,13 @@
 /* LayerNorm over the last dim of contiguous (rows, C): argument validation
- * and device dispatch. */
+ * and device dispatch (CUDA: src/kernels/cuda/norm/). */
 #include <math.h>
 
 #include "camel/kernels.h"
 #include "kernels/cpu/cpu_transformer.h"
 #include "kernels/kernel_check.h"
+#ifdef CML_HAVE_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
 
 static cml_status check_sizes(const char *fn, int64_t rows, int64_t C, cml_dtype dtype) {
     CML_TRY(cml__check_size(fn, "rows", rows, 0));
@@ -24,6 +27,9 @@ cml_status cml_layernorm_fwd(cml_ctx *ctx, void *y, float *mean, float *rstd, co
         CML__CHECK_NOT_NULL(fn, y);
         CML__CHECK_NOT_NULL(fn, x);
     }
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA) return cml__layernorm_fwd_cuda(ctx, y, mean, rstd, x, gamma, beta, rows, C, eps, dtype);
+#endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__layernorm_fwd_cpu(ctx, y, mean, rstd, x, gamma, beta, rows, C, eps, dtype);
 }
@@ -41,6 +47,9 @@ cml_status cml_layernorm_bwd(cml_ctx *ctx, void *dx, void *dgamma, void *dbeta, 
         CML__CHECK_NOT_NULL(fn, mean);
         CML__CHECK_NOT_NULL(fn, rstd);
     }
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA) return cml__layernorm_bwd_cuda(ctx, dx, dgamma, dbeta, dy, x, gamma, mean, rstd, rows, C, dtype);
+#endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__layernorm_bwd_cpu(ctx, dx, dgamma, dbeta, dy, x, gamma, mean, rstd, rows, C, dtype);
 }

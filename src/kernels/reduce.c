@@ -1,8 +1,11 @@
 /* Reductions over the middle axis of a contiguous (outer, n, inner) buffer:
- * argument validation and device dispatch. */
+ * argument validation and device dispatch (CUDA: src/kernels/cuda/reduce/). */
 #include "camel/kernels.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/kernel_check.h"
+#ifdef CML_HAVE_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
 
 static const char *reduce_op_name(cml_reduce_op op) {
     static const char *names[CML_REDUCE_OP_COUNT] = {"SUM", "MEAN", "MAX", "MIN", "VAR", "ARGMAX", "ARGMIN", "SUMSQ"};
@@ -32,6 +35,9 @@ cml_status cml_reduce(cml_ctx *ctx, cml_reduce_op op, void *y, cml_dtype y_dtype
         CML__CHECK_NOT_NULL(fn, y);
         CML__CHECK_NOT_NULL(fn, x);
     }
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA) return cml__reduce_cuda(ctx, op, y, y_dtype, x, x_dtype, outer, n, inner, correction);
+#endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__reduce_cpu(ctx, op, y, y_dtype, x, x_dtype, outer, n, inner, correction);
 }

@@ -29,6 +29,36 @@ cml_status cml__copy_cuda(cml_ctx *ctx, void *y, const cml_layout *y_layout, cml
                           const void *x, const cml_layout *x_layout, cml_dtype x_dtype);
 cml_status cml__fill_cuda(cml_ctx *ctx, void *y, const cml_layout *y_layout, cml_dtype dtype, double value);
 
+
+/* ---- reduce/reduce.cu ---- */
+cml_status cml__reduce_cuda(cml_ctx *ctx, cml_reduce_op op, void *y, cml_dtype y_dtype, const void *x,
+                            cml_dtype x_dtype, int64_t outer, int64_t n, int64_t inner, int correction);
+
+/* ---- softmax/softmax.cu ---- */
+cml_status cml__softmax_fwd_cuda(cml_ctx *ctx, void *y, const void *x, int64_t outer, int64_t n, int64_t inner,
+                                 cml_dtype dtype, bool log);
+cml_status cml__softmax_bwd_cuda(cml_ctx *ctx, void *dx, const void *dy, const void *y, int64_t outer, int64_t n,
+                                 int64_t inner, cml_dtype dtype, bool log);
+
+/* ---- softmax/cross_entropy.cu ----
+ * Target values live on the device: the kernels flag a bad one, and one small
+ * copy after the kernel (which waits for the stream) turns it into
+ * CML_ERR_INVALID_ARG naming the row. The outputs are written anyway then
+ * (NaN in the rows with a bad target). */
+cml_status cml__cross_entropy_fwd_cuda(cml_ctx *ctx, float *loss, const void *logits, const int64_t *targets,
+                                       int64_t rows, int64_t classes, cml_dtype dtype, int64_t ignore_index);
+cml_status cml__cross_entropy_bwd_cuda(cml_ctx *ctx, void *dlogits, const float *dloss, const void *logits,
+                                       const int64_t *targets, int64_t rows, int64_t classes, cml_dtype dtype,
+                                       int64_t ignore_index);
+
+/* ---- norm/layernorm_fwd.cu, norm/layernorm_bwd.cu ---- */
+cml_status cml__layernorm_fwd_cuda(cml_ctx *ctx, void *y, float *mean, float *rstd, const void *x,
+                                   const void *gamma, const void *beta, int64_t rows, int64_t C, float eps,
+                                   cml_dtype dtype);
+cml_status cml__layernorm_bwd_cuda(cml_ctx *ctx, void *dx, void *dgamma, void *dbeta, const void *dy,
+                                   const void *x, const void *gamma, const float *mean, const float *rstd,
+                                   int64_t rows, int64_t C, cml_dtype dtype);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,463 @@
+/* CUDA cross-entropy straight from logits (rows, classes), forward and
+ * backward, never materializing probabilities; f32/f16/bf16 logits, f32 math.
+ *
+ * Forward: loss[r] = logsumexp(row) - row[t]. A row group streams its row
+ * once with the online (max, sum of exp) update, one rescale per 16-byte word,
+ * and merges the group's states in a fixed order; a few long rows are split
+ * into chunks instead (pass 1 of softmax_common.cuh, then one thread per row
+ * merges the chunk states in order). Ignored rows are not read at all.
+ * Backward: dlogits[r] = dloss[r] (softmax(row) - onehot(t)). Rows that fit on
+ * chip stay in registers (16-byte aligned rows as packed words: up to 32768
+ * f32 / 65536 bf16 classes; others up to 16384 as floats), read once and
+ * written once; longer aligned rows go in one pass, a chunk per block
+ * (common/row_sync.cuh), unaligned ones through the two-pass chunk path.
+ *
+ * Targets are data on the device. A kernel that meets a target outside
+ * [0, classes) that is not ignore_index writes NaN for that row and records
+ * the lowest such row in a device flag (an integer atomicMin: the same answer
+ * whatever the order); the entry point then copies the flag back (one 8-byte
+ * copy, which waits for the stream) and returns CML_ERR_INVALID_ARG naming the
+ * row and the value, as the CPU does. Unlike the CPU, the other rows' outputs
+ * have been written by then. */
+#include <limits.h>
+
+#include "kernels/cuda/common/row_sync.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/softmax/softmax_common.cuh"
+
+#define E_ROW 32
+#define NO_BAD_ROW 0xFFFFFFFFFFFFFFFFull
+#define FLAG_BYTES 256 /* the flag, then the chunk states at a 256-byte offset */
+
+static __device__ __forceinline__ bool bad_target(long long t, long long n, long long ignore) {
+    return t != ignore && (t < 0 || t >= n);
+}
+
+/* ---- forward ------------------------------------------------------------------------------------ */
+
+template <int DT>
+static __global__ void __launch_bounds__(256, 3) ce_fwd_rows_kernel(float *loss, const void *logits,
+                                                                 const int64_t *targets, long long rows, long long n,
+                                                                 long long ignore, unsigned long long *bad) {
+    typedef typename cml__elem<DT>::type T;
+    __shared__ cml__ms scratch[32];
+    const int G = blockDim.x, t = threadIdx.x;
+    for (long long r0 = (long long)blockIdx.x * blockDim.y; r0 < rows; r0 += (long long)gridDim.x * blockDim.y) {
+        const long long row = r0 + threadIdx.y;
+        const bool valid = row < rows;
+        const long long tgt = valid ? (long long)targets[row] : ignore;
+        const bool skip = tgt == ignore || bad_target(tgt, n, ignore);
+        cml__ms a = cml__ms_init();
+        if (!skip)
+            cml__stream_words<DT, CML__SM_STATS_UNROLL>(
+                (const T *)logits + row * n, 0, n, t, G, [&](float v) { cml__ms_push(a, v); },
+                [&](const float *v) { cml__ms_push_word<cml__words<DT>::V>(a, v); });
+        a = cml__group_reduce_t(a, G, scratch, cml__ms_merge_fn());
+        if (t == 0 && valid) {
+            if (tgt == ignore) {
+                loss[row] = 0.0f;
+            } else if (skip) {
+                loss[row] = NAN;
+                atomicMin(bad, (unsigned long long)row);
+            } else {
+                loss[row] = (a.m - cml__ld<DT>(logits, row * n + tgt)) + logf(a.s);
+            }
+        }
+        if (G > 32) __syncthreads(); /* scratch is reused by the next row */
+    }
+}
+
+/* After cml__softmax_stats_kernel over all rows: one thread per row. */
+template <int DT>
+static __global__ void ce_fwd_finalize_kernel(float *loss, const cml__ms *partial, const void *logits,
+                                              const int64_t *targets, long long rows, long long n, int splits,
+                                              long long ignore, unsigned long long *bad) {
+    const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= rows) return;
+    const long long tgt = targets[row];
+    if (tgt == ignore) {
+        loss[row] = 0.0f;
+    } else if (bad_target(tgt, n, ignore)) {
+        loss[row] = NAN;
+        atomicMin(bad, (unsigned long long)row);
+    } else {
+        const cml__ms a = cml__ms_merge_all(partial + row * splits, splits);
+        loss[row] = (a.m - cml__ld<DT>(logits, row * n + tgt)) + logf(a.s);
+    }
+}
+
+/* ---- backward ----------------------------------------------------------------------------------- */
+
+/* 16-byte aligned rows: KW packed words per thread (rows.cuh). */
+template <int DT, int KW>
+static __global__ void __launch_bounds__(1024) ce_bwd_words_kernel(void *dlogits, const float *dloss,
+                                                                   const void *logits, const int64_t *targets,
+                                                                   long long rows, int n, long long ignore,
+                                                                   unsigned long long *bad) {
+    typedef typename cml__elem<DT>::type T;
+    constexpr int V = cml__words<DT>::V;
+    __shared__ float red_max[32], red_sum[32];
+    const int G = blockDim.x, t = threadIdx.x;
+    for (long long r0 = (long long)blockIdx.x * blockDim.y; r0 < rows; r0 += (long long)gridDim.x * blockDim.y) {
+        const long long row = r0 + threadIdx.y;
+        const bool valid = row < rows;
+        const long long tgt = valid ? (long long)targets[row] : ignore;
+        const bool ignored = tgt == ignore, is_bad = bad_target(tgt, n, ignore);
+        const int nn = valid && !ignored && !is_bad ? n : 0; /* ignored and bad rows are not read */
+        const size_t off = (size_t)(valid ? row : 0) * (size_t)n;
+        uint4 w[KW];
+        cml__words_load<DT, KW>(w, (const T *)logits + off, nn, t, G);
+        float m = -INFINITY;
+#pragma unroll
+        for (int k = 0; k < KW; k++)
+            if ((k * G + t) * V < nn) {
+                float v[V];
+                cml__unpack16<DT>(w[k], v);
+#pragma unroll
+                for (int u = 0; u < V; u++) m = cml__max_nan(m, v[u]);
+            }
+        m = cml__group_allreduce(m, G, red_max, cml__max_op());
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k < KW; k++)
+            if ((k * G + t) * V < nn) {
+                float v[V];
+                cml__unpack16<DT>(w[k], v);
+#pragma unroll
+                for (int u = 0; u < V; u++) s += cml__fexp(v[u] - m);
+            }
+        s = cml__group_allreduce(s, G, red_sum, cml__sum_op());
+        const float ls = logf(s), g = nn ? dloss[row] : 0.0f;
+#pragma unroll
+        for (int k = 0; k < KW; k++) {
+            const int c = (k * G + t) * V;
+            if (valid && c < n) {
+                float v[V];
+                cml__unpack16<DT>(w[k], v);
+#pragma unroll
+                for (int u = 0; u < V; u++) {
+                    float d = g * cml__fexp((v[u] - m) - ls);
+                    if (c + u == tgt) d -= g; /* the one-hot term */
+                    v[u] = ignored ? 0.0f : is_bad ? NAN : d;
+                }
+                *(uint4 *)((T *)dlogits + off + c) = cml__pack16<DT>(v);
+            }
+        }
+        if (valid && is_bad && t == 0) atomicMin(bad, (unsigned long long)row);
+    }
+}
+
+/* Unaligned rows: E floats per thread, scalar accesses (more registers for addresses: 512
+ * threads at most). */
+template <int DT, bool VEC>
+static __global__ void __launch_bounds__(VEC ? 1024 : 512) ce_bwd_rows_kernel(void *dlogits, const float *dloss,
+                                                                  const void *logits, const int64_t *targets,
+                                                                  long long rows, int n, long long ignore,
+                                                                  unsigned long long *bad) {
+    typedef typename cml__elem<DT>::type T;
+    __shared__ float red_max[32], red_sum[32];
+    const int G = blockDim.x, t = threadIdx.x;
+    for (long long r0 = (long long)blockIdx.x * blockDim.y; r0 < rows; r0 += (long long)gridDim.x * blockDim.y) {
+        const long long row = r0 + threadIdx.y;
+        const bool valid = row < rows;
+        const long long tgt = valid ? (long long)targets[row] : ignore;
+        const bool ignored = tgt == ignore, is_bad = bad_target(tgt, n, ignore);
+        const size_t off = (size_t)(valid ? row : 0) * (size_t)n;
+        float v[E_ROW];
+        cml__row_load<DT, VEC, E_ROW>(v, (const T *)logits + off, valid && !ignored && !is_bad ? n : 0, t, G,
+                                      -INFINITY);
+        float m = -INFINITY;
+#pragma unroll
+        for (int e = 0; e < E_ROW; e++) m = cml__max_nan(m, v[e]);
+        m = cml__group_allreduce(m, G, red_max, cml__max_op());
+        float s = 0.0f;
+#pragma unroll
+        for (int e = 0; e < E_ROW; e++) s += cml__fexp(v[e] - m);
+        s = cml__group_allreduce(s, G, red_sum, cml__sum_op());
+        const float ls = logf(s), g = valid && !ignored && !is_bad ? dloss[row] : 0.0f;
+#pragma unroll
+        for (int e = 0; e < E_ROW; e++) {
+            float d = g * cml__fexp((v[e] - m) - ls);
+            if (cml__row_col<DT, VEC>(e, t, G) == tgt) d -= g; /* the one-hot term */
+            v[e] = ignored ? 0.0f : is_bad ? NAN : d;
+        }
+        if (valid) {
+            cml__row_store<DT, VEC, E_ROW>((T *)dlogits + off, v, n, t, G);
+            if (is_bad && t == 0) atomicMin(bad, (unsigned long long)row);
+        }
+    }
+}
+
+/* Long aligned rows in one pass (row_sync.cuh): a chunk of 256 threads x 8 words per block. */
+template <int DT>
+static __global__ void __launch_bounds__(CML__SM_THREADS, 4)
+    ce_bwd_onepass_kernel(void *dlogits, const float *dloss, const void *logits, const int64_t *targets,
+                          unsigned *sync, cml__ms *states, long long n, int splits, long long ignore,
+                          unsigned long long *bad) {
+    typedef typename cml__elem<DT>::type T;
+    constexpr int V = cml__words<DT>::V, KW = CML__SM_ONEPASS_KW;
+    constexpr long long CH = (long long)CML__SM_THREADS * KW * V;
+    __shared__ float red_max[32], red_sum[32], stat[3];
+    const int t = threadIdx.x;
+    const unsigned b = cml__take_ticket(sync);
+    const long long row = b / splits, lo = (b % splits) * CH;
+    const int nn = (int)(n - lo < CH ? n - lo : CH);
+    const size_t off = (size_t)row * (size_t)n + (size_t)lo;
+    const long long tgt = targets[row];
+    const bool ignored = tgt == ignore, is_bad = bad_target(tgt, n, ignore);
+    const int nl = ignored || is_bad ? 0 : nn; /* ignored and bad rows are not read */
+    uint4 w[KW];
+    cml__words_load<DT, KW>(w, (const T *)logits + off, nl, t, CML__SM_THREADS);
+    float m = -INFINITY, s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < KW; k++)
+        if ((k * CML__SM_THREADS + t) * V < nl) {
+            float v[V];
+            cml__unpack16<DT>(w[k], v);
+#pragma unroll
+            for (int u = 0; u < V; u++) m = cml__max_nan(m, v[u]);
+        }
+    m = cml__group_allreduce(m, CML__SM_THREADS, red_max, cml__max_op());
+#pragma unroll
+    for (int k = 0; k < KW; k++)
+        if ((k * CML__SM_THREADS + t) * V < nl) {
+            float v[V];
+            cml__unpack16<DT>(w[k], v);
+#pragma unroll
+            for (int u = 0; u < V; u++) s += cml__fexp(v[u] - m);
+        }
+    s = cml__group_allreduce(s, CML__SM_THREADS, red_sum, cml__sum_op());
+    if (t == 0) {
+        cml__publish(states + b, cml__ms{m, m == -INFINITY ? 0.0f : s}, sync, row);
+        cml__ms a = {NAN, NAN};
+        if (cml__wait_row(sync, row, (unsigned)splits)) {
+            a = cml__load_cg(states + row * splits);
+            for (int k = 1; k < splits; k++) a = cml__ms_merge(a, cml__load_cg(states + row * splits + k));
+        }
+        stat[0] = a.m;
+        stat[1] = logf(a.s);
+        stat[2] = ignored ? 0.0f : is_bad ? NAN : dloss[row];
+        if (is_bad && b % splits == 0) atomicMin(bad, (unsigned long long)row);
+    }
+    __syncthreads();
+    const float M = stat[0], ls = stat[1], g = stat[2];
+#pragma unroll
+    for (int k = 0; k < KW; k++) {
+        const int c = (k * CML__SM_THREADS + t) * V;
+        if (c < nn) {
+            float v[V];
+            cml__unpack16<DT>(w[k], v);
+#pragma unroll
+            for (int u = 0; u < V; u++) {
+                float d = g * cml__fexp((v[u] - M) - ls);
+                if (lo + c + u == tgt) d -= g; /* the one-hot term */
+                v[u] = ignored ? 0.0f : is_bad ? NAN : d;
+            }
+            *(uint4 *)((T *)dlogits + off + c) = cml__pack16<DT>(v);
+        }
+    }
+}
+
+/* Long unaligned rows: pass 2 after cml__softmax_stats_kernel. */
+template <int DT>
+static __global__ void __launch_bounds__(CML__SM_THREADS)
+    ce_bwd_apply_kernel(void *dlogits, const float *dloss, const void *logits, const int64_t *targets,
+                        const cml__ms *partial, long long row0, long long n, int splits, long long ignore,
+                        unsigned long long *bad) {
+    typedef typename cml__elem<DT>::type T;
+    __shared__ float stat[3];
+    __shared__ long long stat_t;
+    __shared__ bool stat_ignored;
+    const long long b = blockIdx.x, row = row0 + b / splits;
+    if (threadIdx.x == 0) {
+        const long long tgt = targets[row];
+        const cml__ms a = cml__ms_merge_all(partial + (b / splits) * splits, splits);
+        const bool ignored = tgt == ignore, is_bad = bad_target(tgt, n, ignore);
+        stat[0] = a.m;
+        stat[1] = logf(a.s);
+        stat[2] = ignored ? 0.0f : is_bad ? NAN : dloss[row];
+        stat_t = tgt;
+        stat_ignored = ignored;
+        if (is_bad && b % splits == 0) atomicMin(bad, (unsigned long long)row);
+    }
+    __syncthreads();
+    const float m = stat[0], ls = stat[1], g = stat[2];
+    const long long tgt = stat_t;
+    const bool ignored = stat_ignored;
+    const long long lo = (b % splits) * (long long)CML__SM_CHUNK;
+    const long long hi = lo + CML__SM_CHUNK < n ? lo + CML__SM_CHUNK : n;
+    cml__stream<DT, 1, true, CML__SM_UNROLL>((T *)dlogits + row * n, (const T *)logits + row * n, nullptr, lo, hi,
+                                             threadIdx.x, CML__SM_THREADS, [&](const float *v, long long j) {
+                                                 if (ignored) return 0.0f; /* even for inf/NaN logits */
+                                                 const float d = g * cml__fexp((v[0] - m) - ls);
+                                                 return j == tgt ? d - g : d;
+                                             });
+}
+
+/* ---- launches ------------------------------------------------------------------------------------ */
+
+static cml_status launched(const char *fn, const char *kernel, cml_dtype dt, long long n, unsigned grid,
+                           unsigned block) {
+    return cml__cuda_check_launch(fn, kernel, cml_dtype_name(dt), n, grid, block);
+}
+
+/* Workspace: the bad-row flag (set to "none"), then chunk states; returns both. */
+static cml_status ce_workspace(cml_ctx *ctx, const char *fn, size_t state_bytes, unsigned long long **bad,
+                               cml__ms **states) {
+    void *ws = NULL;
+    CML_TRY(cml_ctx_workspace(ctx, &ws, FLAG_BYTES + state_bytes));
+    *bad = (unsigned long long *)ws;
+    *states = (cml__ms *)((char *)ws + FLAG_BYTES);
+    CML_CUDA_TRY(fn, cudaMemsetAsync(ws, 0xFF, sizeof(unsigned long long), cml__stream(ctx)));
+    return CML_OK;
+}
+
+/* Copies the flag back (waiting for the stream) and reports the first bad row, like the CPU.
+ * The copy goes through 8 bytes of pinned memory per host thread (allocated once, kept for
+ * the process): a pageable copy costs several microseconds more, which every loss pays. */
+static cml_status check_targets(cml_ctx *ctx, const char *fn, const unsigned long long *bad_dev,
+                                const int64_t *targets, int64_t classes, int64_t ignore) {
+    static thread_local unsigned long long *pinned = nullptr;
+    if (!pinned && cudaHostAlloc((void **)&pinned, sizeof *pinned, cudaHostAllocPortable) != cudaSuccess) {
+        (void)cudaGetLastError();
+        pinned = nullptr;
+    }
+    unsigned long long bad = 0;
+    if (pinned) {
+        CML_CUDA_TRY(fn, cudaMemcpyAsync(pinned, bad_dev, sizeof bad, cudaMemcpyDeviceToHost, cml__stream(ctx)));
+        CML_CUDA_TRY(fn, cudaStreamSynchronize(cml__stream(ctx)));
+        bad = *pinned;
+    } else {
+        CML_TRY(cml__cuda_memcpy(ctx, &bad, bad_dev, sizeof bad, true, fn));
+    }
+    if (bad == NO_BAD_ROW) return CML_OK;
+    int64_t t = 0;
+    CML_TRY(cml__cuda_memcpy(ctx, &t, targets + bad, sizeof t, true, fn));
+    return cml__error(CML_ERR_INVALID_ARG, "%s: targets[%lld]=%lld must be in [0, %lld) or equal ignore_index=%lld",
+                      fn, (long long)bad, (long long)t, (long long)classes, (long long)ignore);
+}
+
+static int sm_count(const cml_ctx *ctx) {
+    const int s = cml__cuda_sm_count(ctx->device.index);
+    return s > 0 ? s : 132;
+}
+
+template <int DT>
+static cml_status fwd_launch(cml_ctx *ctx, float *loss, const void *logits, const int64_t *targets, long long rows,
+                             long long n, long long ignore) {
+    static const char fn[] = "cml_cross_entropy_fwd";
+    cudaStream_t st = cml__stream(ctx);
+    const int splits = (int)((n + CML__SM_CHUNK - 1) / CML__SM_CHUNK);
+    const bool split = rows < 4ll * sm_count(ctx) && splits >= 2;
+    unsigned long long *bad = NULL;
+    cml__ms *states = NULL;
+    CML_TRY(ce_workspace(ctx, fn, split ? (size_t)(rows * splits) * sizeof(cml__ms) : 0, &bad, &states));
+    if (split) {
+        const unsigned grid = (unsigned)(rows * splits);
+        cml__softmax_stats_kernel<DT><<<grid, CML__SM_THREADS, 0, st>>>(states, logits, 0, n, splits);
+        CML_TRY(launched(fn, "cml__softmax_stats_kernel", (cml_dtype)DT, rows * n, grid, CML__SM_THREADS));
+        const unsigned grid2 = (unsigned)((rows + 255) / 256);
+        ce_fwd_finalize_kernel<DT><<<grid2, 256, 0, st>>>(loss, states, logits, targets, rows, n, splits, ignore, bad);
+        CML_TRY(launched(fn, "ce_fwd_finalize_kernel", (cml_dtype)DT, rows, grid2, 256));
+    } else {
+        /* ~128 bytes per thread (one batch of 8 words in flight), 32..256 threads per row: the
+         * batch takes ~75 registers, so small blocks let 3 share an SM */
+        int G = cml__pow2_at_least((n * (long long)sizeof(typename cml__elem<DT>::type) + 127) / 128, 256);
+        if (G < 32) G = 32;
+        const int R = 256 / G;
+        const unsigned grid = cml__row_blocks(rows, R);
+        ce_fwd_rows_kernel<DT><<<grid, dim3(G, R), 0, st>>>(loss, logits, targets, rows, n, ignore, bad);
+        CML_TRY(launched(fn, "ce_fwd_rows_kernel", (cml_dtype)DT, rows * n, grid, (unsigned)(G * R)));
+    }
+    return check_targets(ctx, fn, bad, targets, n, ignore);
+}
+
+template <int DT>
+static cml_status bwd_launch(cml_ctx *ctx, void *dlogits, const float *dloss, const void *logits,
+                             const int64_t *targets, long long rows, long long n, long long ignore) {
+    static const char fn[] = "cml_cross_entropy_bwd";
+    cudaStream_t st = cml__stream(ctx);
+    typedef typename cml__elem<DT>::type T;
+    unsigned long long *bad = NULL;
+    cml__ms *states = NULL;
+    int KW, G, R;
+    if (cml__rows_vec_ok(n, sizeof(T), dlogits, logits, logits) && cml__words_geometry(n, sizeof(T), &KW, &G, &R)) {
+        CML_TRY(ce_workspace(ctx, fn, 0, &bad, &states));
+        const unsigned grid = cml__row_blocks(rows, R);
+        if (KW == 4)
+            ce_bwd_words_kernel<DT, 4><<<grid, dim3(G, R), 0, st>>>(dlogits, dloss, logits, targets, rows, (int)n,
+                                                                    ignore, bad);
+        else
+            ce_bwd_words_kernel<DT, 8><<<grid, dim3(G, R), 0, st>>>(dlogits, dloss, logits, targets, rows, (int)n,
+                                                                    ignore, bad);
+        CML_TRY(launched(fn, "ce_bwd_words_kernel", (cml_dtype)DT, rows * n, grid, (unsigned)(G * R)));
+        return check_targets(ctx, fn, bad, targets, n, ignore);
+    }
+    if (n <= 512 * E_ROW) {
+        CML_TRY(ce_workspace(ctx, fn, 0, &bad, &states));
+        cml__reg_rows_geometry(n, E_ROW, &G, &R);
+        const unsigned grid = cml__row_blocks(rows, R);
+        ce_bwd_rows_kernel<DT, false><<<grid, dim3(G, R), 0, st>>>(dlogits, dloss, logits, targets, rows, (int)n,
+                                                                   ignore, bad);
+        CML_TRY(launched(fn, "ce_bwd_rows_kernel", (cml_dtype)DT, rows * n, grid, (unsigned)(G * R)));
+        return check_targets(ctx, fn, bad, targets, n, ignore);
+    }
+    const long long ch1 = (long long)CML__SM_THREADS * CML__SM_ONEPASS_KW * (16 / (long long)sizeof(T));
+    const long long osplits = (n + ch1 - 1) / ch1;
+    if (cml__rows_vec_ok(n, sizeof(T), dlogits, logits, logits) && rows * osplits < (1ll << 31) &&
+        cml__row_sync_fits((const void *)ce_bwd_onepass_kernel<DT>, CML__SM_THREADS, (int)osplits, sm_count(ctx))) {
+        void *ws = NULL;
+        const size_t sync_off = FLAG_BYTES, states_off = sync_off + CML__ROW_SYNC_STATES(rows);
+        CML_TRY(cml_ctx_workspace(ctx, &ws, states_off + (size_t)(rows * osplits) * sizeof(cml__ms)));
+        bad = (unsigned long long *)ws;
+        CML_CUDA_TRY(fn, cudaMemsetAsync(ws, 0xFF, sizeof(unsigned long long), st));
+        CML_CUDA_TRY(fn, cudaMemsetAsync((char *)ws + sync_off, 0, (size_t)(rows + 1) * sizeof(unsigned), st));
+        const unsigned grid = (unsigned)(rows * osplits);
+        ce_bwd_onepass_kernel<DT><<<grid, CML__SM_THREADS, 0, st>>>(
+            dlogits, dloss, logits, targets, (unsigned *)((char *)ws + sync_off), (cml__ms *)((char *)ws + states_off),
+            n, (int)osplits, ignore, bad);
+        CML_TRY(launched(fn, "ce_bwd_onepass_kernel", (cml_dtype)DT, rows * n, grid, CML__SM_THREADS));
+        return check_targets(ctx, fn, bad, targets, n, ignore);
+    }
+    const int splits = (int)((n + CML__SM_CHUNK - 1) / CML__SM_CHUNK);
+    const long long batch = cml__sm_batch_rows(ctx, n * (long long)sizeof(T));
+    const long long nb = batch < rows ? batch : rows;
+    CML_TRY(ce_workspace(ctx, fn, (size_t)(nb * splits) * sizeof(cml__ms), &bad, &states));
+    for (long long r0 = 0; r0 < rows; r0 += nb) {
+        const unsigned grid = (unsigned)((rows - r0 < nb ? rows - r0 : nb) * splits);
+        cml__softmax_stats_kernel<DT><<<grid, CML__SM_THREADS, 0, st>>>(states, logits, r0, n, splits);
+        CML_TRY(launched(fn, "cml__softmax_stats_kernel", (cml_dtype)DT, rows * n, grid, CML__SM_THREADS));
+        ce_bwd_apply_kernel<DT><<<grid, CML__SM_THREADS, 0, st>>>(dlogits, dloss, logits, targets, states, r0, n,
+                                                                  splits, ignore, bad);
+        CML_TRY(launched(fn, "ce_bwd_apply_kernel", (cml_dtype)DT, rows * n, grid, CML__SM_THREADS));
+    }
+    return check_targets(ctx, fn, bad, targets, n, ignore);
+}
+
+/* ---- entry points (arguments validated by src/kernels/cross_entropy.c) ------------------------------ */
+
+extern "C" cml_status cml__cross_entropy_fwd_cuda(cml_ctx *ctx, float *loss, const void *logits,
+                                                  const int64_t *targets, int64_t rows, int64_t classes,
+                                                  cml_dtype dtype, int64_t ignore_index) {
+    CML_TRY(cml__cuda_check_float_dtype("cml_cross_entropy_fwd", "dtype", dtype));
+    if (rows == 0) return CML_OK;
+    CML_TRY(cml__cuda_activate(ctx));
+    switch (dtype) {
+    case CML_F16: return fwd_launch<CML_F16>(ctx, loss, logits, targets, rows, classes, ignore_index);
+    case CML_BF16: return fwd_launch<CML_BF16>(ctx, loss, logits, targets, rows, classes, ignore_index);
+    default: return fwd_launch<CML_F32>(ctx, loss, logits, targets, rows, classes, ignore_index);
+    }
+}
+
+extern "C" cml_status cml__cross_entropy_bwd_cuda(cml_ctx *ctx, void *dlogits, const float *dloss,
+                                                  const void *logits, const int64_t *targets, int64_t rows,
+                                                  int64_t classes, cml_dtype dtype, int64_t ignore_index) {
+    CML_TRY(cml__cuda_check_float_dtype("cml_cross_entropy_bwd", "dtype", dtype));
+    if (rows == 0) return CML_OK;
+    CML_TRY(cml__cuda_activate(ctx));
+    switch (dtype) {
+    case CML_F16: return bwd_launch<CML_F16>(ctx, dlogits, dloss, logits, targets, rows, classes, ignore_index);
+    case CML_BF16: return bwd_launch<CML_BF16>(ctx, dlogits, dloss, logits, targets, rows, classes, ignore_index);
+    default: return bwd_launch<CML_F32>(ctx, dlogits, dloss, logits, targets, rows, classes, ignore_index);
+    }
+}

@@ -1,0 +1,149 @@
+/* GPU tests of LayerNorm forward and backward (src/kernels/cuda/norm/) against
+ * the CPU reference on random inputs: rows x C in {1x1, 7x127, 3x1025,
+ * 127x4097, 2x262144} in f32, bf16 and f16, with and without gamma/beta, the
+ * edges of the register paths (backward 8192; forward 4 or 8 words per thread,
+ * up to 32768 f32 / 65536 bf16; one more element or one element off alignment
+ * takes the chunked or scalar paths), several L2 batches
+ * of long rows, dx aliasing dy, and rows == 0. Outputs are poisoned before
+ * each run, two runs must be bitwise identical (dgamma/dbeta included: they are
+ * reduced in a fixed order), results within the dtype's norm-wise tolerance.
+ * Exits 77 ("skipped") without a GPU. */
+#include "gpu_row_util.h"
+
+enum { AFFINE_BOTH, AFFINE_NONE, AFFINE_GAMMA };
+
+typedef struct ln_case {
+    cml_dtype dt;
+    int64_t rows, C, off; /* off: x, y, dy, dx start that many elements into their buffers */
+    int affine;
+    bool alias; /* backward writes dx over dy */
+} ln_case;
+
+static void run_ln(ln_case k) {
+    char what[160];
+    snprintf(what, sizeof what, "layernorm %s (%lld, %lld) off=%lld affine=%d alias=%d", cml_dtype_name(k.dt),
+             (long long)k.rows, (long long)k.C, (long long)k.off, k.affine, k.alias);
+    const size_t es = cml_dtype_size(k.dt);
+    const int64_t ne = k.rows * k.C, nb = ne + k.off, o = k.off * (int64_t)es;
+    const size_t bytes = (size_t)nb * es, cbytes = (size_t)k.C * es, rbytes = sizeof(float) * (size_t)(k.rows ? k.rows : 1);
+    unsigned char *hx = malloc(bytes), *hdy = malloc(bytes), *want = malloc(bytes), *got = malloc(bytes);
+    unsigned char *hg = malloc(cbytes), *hb = malloc(cbytes), *wg = malloc(cbytes), *wb = malloc(cbytes),
+                  *gg = malloc(cbytes), *gb = malloc(cbytes);
+    float *hm = malloc(rbytes), *hr = malloc(rbytes), *gm = malloc(rbytes), *gr = malloc(rbytes);
+    void *dx = dev_alloc(bytes), *ddy = dev_alloc(bytes), *dout = dev_alloc(bytes), *dg = dev_alloc(cbytes),
+         *db = dev_alloc(cbytes), *dgo = dev_alloc(cbytes), *dbo = dev_alloc(cbytes), *dm = dev_alloc(rbytes),
+         *dr = dev_alloc(rbytes);
+    bool ok = hx && hdy && want && got && hg && hb && wg && wb && gg && gb && hm && hr && gm && gr && dx && ddy &&
+              dout && dg && db && dgo && dbo && dm && dr;
+    CHECK(ok);
+    if (ok) {
+        random_fill(hx, k.dt, nb, -0.5f, 1.5f); /* mean ~0.5: the mean matters */
+        random_fill(hdy, k.dt, nb, -1.0f, 1.0f);
+        random_fill(hg, k.dt, k.C, 0.5f, 1.5f);
+        random_fill(hb, k.dt, k.C, -0.5f, 0.5f);
+        const void *cg = k.affine != AFFINE_NONE ? hg : NULL, *cb = k.affine == AFFINE_BOTH ? hb : NULL;
+        const void *ggam = k.affine != AFFINE_NONE ? dg : NULL, *gbet = k.affine == AFFINE_BOTH ? db : NULL;
+        upload(dx, hx, bytes);
+        upload(dg, hg, cbytes);
+        upload(db, hb, cbytes);
+        /* forward: y, mean, rstd */
+        memset(want, 0xFF, bytes);
+        CHECK_OK(cml_layernorm_fwd(cctx, want + o, hm, hr, hx + o, cg, cb, k.rows, k.C, 1e-5f, k.dt));
+        GPU_TWICE(what, dout, bytes, got,
+                  cml_layernorm_fwd(gctx, (char *)dout + o, dm, dr, (char *)dx + o, ggam, gbet, k.rows, k.C, 1e-5f, k.dt));
+        compare_tol(what, got + o, want + o, k.dt, ne, tol_for(k.dt), false);
+        download(gm, dm, rbytes);
+        download(gr, dr, rbytes);
+        compare_tol(what, gm, hm, CML_F32, k.rows, 1e-5, false);
+        compare_tol(what, gr, hr, CML_F32, k.rows, 1e-5, false);
+        /* backward from the CPU's mean and rstd */
+        upload(dm, hm, rbytes);
+        upload(dr, hr, rbytes);
+        memset(want, 0xFF, bytes);
+        CHECK_OK(cml_layernorm_bwd(cctx, want + o, wg, wb, hdy + o, hx + o, cg, hm, hr, k.rows, k.C, k.dt));
+        char bwhat[180];
+        snprintf(bwhat, sizeof bwhat, "%s bwd", what);
+        void *dxo = k.alias ? ddy : dout;
+        for (int rep = 0; rep < 2; rep++) { /* poisoned outputs, twice, bitwise identical */
+            upload(ddy, hdy, bytes);
+            if (!k.alias) poison(dout, bytes);
+            poison(dgo, cbytes);
+            poison(dbo, cbytes);
+            CHECK_OK(cml_layernorm_bwd(gctx, (char *)dxo + o, dgo, dbo, (char *)ddy + o, (char *)dx + o, ggam, dm, dr,
+                                       k.rows, k.C, k.dt));
+            unsigned char *dst = rep == 0 ? got : hx; /* hx is free now: keep the repeat there */
+            download(dst, dxo, bytes);
+            if (rep == 0) {
+                download(gg, dgo, cbytes);
+                download(gb, dbo, cbytes);
+            } else {
+                CHECK_MSG(memcmp(got, hx, bytes) == 0, "%s: a repeat run's dx differs", bwhat);
+                unsigned char *g2 = malloc(cbytes), *b2 = malloc(cbytes);
+                download(g2, dgo, cbytes);
+                download(b2, dbo, cbytes);
+                CHECK_MSG(memcmp(gg, g2, cbytes) == 0 && memcmp(gb, b2, cbytes) == 0,
+                          "%s: a repeat run's dgamma/dbeta differ", bwhat);
+                free(g2);
+                free(b2);
+            }
+        }
+        compare_tol(bwhat, got + o, want + o, k.dt, ne, tol_for(k.dt), false);
+        compare_tol(bwhat, gg, wg, k.dt, k.C, tol_for(k.dt), false);
+        compare_tol(bwhat, gb, wb, k.dt, k.C, tol_for(k.dt), false);
+    }
+    free(hx), free(hdy), free(want), free(got), free(hg), free(hb), free(wg), free(wb), free(gg), free(gb);
+    free(hm), free(hr), free(gm), free(gr);
+    dev_free(dx, bytes), dev_free(ddy, bytes), dev_free(dout, bytes), dev_free(dg, cbytes), dev_free(db, cbytes);
+    dev_free(dgo, cbytes), dev_free(dbo, cbytes), dev_free(dm, rbytes), dev_free(dr, rbytes);
+}
+
+static void test_shapes(void) {
+    for (int s = 0; s < N_ROW_SHAPES; s++)
+        for (int d = 0; d < n_test_dtypes(); d++)
+            run_ln((ln_case){TEST_DTYPES[d], ROW_SHAPES[s][0], ROW_SHAPES[s][1], 0, AFFINE_BOTH, false});
+}
+
+static void test_affine_variants(void) {
+    for (int d = 0; d < 2; d++)
+        for (int a = AFFINE_NONE; a <= AFFINE_GAMMA; a++) {
+            run_ln((ln_case){TEST_DTYPES[d], 7, 127, 0, a, false});
+            run_ln((ln_case){TEST_DTYPES[d], 64, 1024, 0, a, false});
+            run_ln((ln_case){TEST_DTYPES[d], 3, 20000, 0, a, false});
+        }
+}
+
+static void test_edges(void) {
+    static const int64_t shapes[][2] = {{33, 8192}, {5, 8193}, {9, 16384}, {5, 16385}, {300, 64},
+                                        {17, 4096}, {3, 32768}, {3, 65536}};
+    for (int d = 0; d < 2; d++) {
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            run_ln((ln_case){TEST_DTYPES[d], shapes[s][0], shapes[s][1], 0, AFFINE_BOTH, false});
+        run_ln((ln_case){TEST_DTYPES[d], 9, 4096, 1, AFFINE_BOTH, false}); /* one element off alignment */
+        run_ln((ln_case){TEST_DTYPES[d], 64, 1024, 0, AFFINE_BOTH, true}); /* dx over dy, registers */
+        run_ln((ln_case){TEST_DTYPES[d], 3, 20000, 0, AFFINE_BOTH, true}); /* dx over dy, chunks */
+        if (!under_sanitizer()) run_ln((ln_case){TEST_DTYPES[d], 60, 262144, 0, AFFINE_BOTH, false});
+    }
+}
+
+/* rows == 0: dgamma and dbeta are sums over no rows, so they are overwritten with zeros. */
+static void test_no_rows(void) {
+    void *dg = dev_alloc(64), *db = dev_alloc(64), *p = dev_alloc(64);
+    poison(dg, 64);
+    poison(db, 64);
+    CHECK_OK(cml_layernorm_bwd(gctx, p, dg, db, p, p, p, (const float *)p, (const float *)p, 0, 16, CML_F32));
+    float hg[16], hb[16];
+    download(hg, dg, 64);
+    download(hb, db, 64);
+    for (int i = 0; i < 16; i++) CHECK(hg[i] == 0.0f && hb[i] == 0.0f);
+    dev_free(dg, 64), dev_free(db, 64), dev_free(p, 64);
+}
+
+int main(void) {
+    int rc = gpu_test_init(2468);
+    if (rc) return rc;
+    RUN(test_shapes);
+    RUN(test_affine_variants);
+    RUN(test_edges);
+    RUN(test_no_rows);
+    return th_finish();
+}
