@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# End-to-end: `camel train mlp` must reach a test accuracy on real data.
-#   train_mlp.sh CAMEL DATA_DIR MIN_ACCURACY LOG [extra camel flags...]
+# End-to-end: `camel train mlp|cnn` must reach a test accuracy on real data.
+#   train_classifier.sh CAMEL MODEL DATA_DIR MIN_ACCURACY LOG [extra camel flags...]
 # Skips (exit 77) when the data directory is absent.
 set -euo pipefail
-camel=$1 data=$2 min=$3 log=$4
-shift 4
+camel=$1 model=$2 data=$3 min=$4 log=$5
+shift 5
 if [ ! -d "$data" ]; then
   echo "skipped: $data not found"
   exit 77
 fi
-"$camel" train mlp --data "$data" --log "$log" "$@"
+"$camel" train "$model" --data "$data" --log "$log" "$@"
 python3 - "$log" "$min" <<'PY'
 import json, sys
 records = [json.loads(line) for line in open(sys.argv[1])]
