@@ -373,8 +373,8 @@ static int check_device(const char *text) {
         return 1;
     }
     if (!cml_ctx_default(dev)) return cli_fail("cannot use the GPU", "run with --device cpu (the default)");
-    fprintf(stderr, "camel: train gpt runs on the CPU for now: the CUDA training path is not implemented yet\n"
-                    "hint: run with --device cpu (the default)\n");
+    fprintf(stderr, "camel: train gpt runs on the CPU only in this version (the attention, embedding and GEMM "
+                    "kernels it needs have no CUDA versions yet)\nhint: run with --device cpu (the default)\n");
     return 1;
 }
 
