@@ -45,6 +45,24 @@ cml_status cml__safetensors_write(cml__atomic_file *f, const char *who, const cm
 const void *cml__safetensors_entry(const cml_safetensors *f, const char *name, cml_dtype *dtype, int *ndim,
                                    const int64_t **shape, size_t *nbytes);
 
+#define CML__ST_MAX_HEADER 100000000ull /* the Python library's limit on the header's size */
+
+/* The safetensors name of a dtype ("F32", "BF16", ...). */
+const char *cml__st_dtype_name(cml_dtype dt);
+
+/* A growable byte buffer, kept NUL-terminated; oom is sticky (later puts are ignored). */
+typedef struct cml__sbuf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} cml__sbuf;
+
+void cml__sb_put(cml__sbuf *b, const void *s, size_t n);
+
+/* The first name that occurs twice among names[0..n), or NULL; *oom is set when
+ * the check could not allocate. */
+const char *cml__find_duplicate(const char *const *names, int n, bool *oom);
+
 /* Whether s[0..n) is valid UTF-8 (no overlong forms, surrogates or code points above U+10FFFF). */
 bool cml__utf8_valid(const char *s, size_t n);
 
