@@ -27,8 +27,16 @@ static cml_status evaluate(cml_module *model, const cml_tensor *x, const cml_ten
             s = cml_last_status();
         } else {
             loss_sum += cml_tensor_item(loss);
-            const int64_t *p = cml_tensor_data(pred), *t = cml_tensor_data(yb);
-            for (int64_t i = 0; i < stop - start; i++) correct += p[i] == t[i];
+            /* predictions and labels are compared on the host (copied back when on a GPU) */
+            cml_tensor *ph = cml_tensor_to(pred, CML_DEVICE_CPU), *th = cml_tensor_to(yb, CML_DEVICE_CPU);
+            cml_tensor *tc = th ? cml_contiguous(th) : NULL;
+            if (!ph || !tc) {
+                s = cml_last_status();
+            } else {
+                const int64_t *p = cml_tensor_data(ph), *t = cml_tensor_data(tc);
+                for (int64_t i = 0; i < stop - start; i++) correct += p[i] == t[i];
+            }
+            cml_tensor_release_all((cml_tensor *[]){ph, th, tc}, 3);
         }
         cml_tensor_release_all((cml_tensor *[]){xb, yb, logits, loss, pred}, 5);
     }
@@ -41,8 +49,10 @@ static cml_status evaluate(cml_module *model, const cml_tensor *x, const cml_ten
 
 /* One optimizer step on a batch; returns the batch loss or NAN with the error set. */
 static double train_step(cml_module *model, cml_optim *opt, const cml_param *params, int n_params, double clip,
-                         const cml_tensor *x, const cml_tensor *y, const cml_tensor *idx) {
-    cml_tensor *xb = cml_index_select(x, 0, idx), *yb = cml_index_select(y, 0, idx);
+                         const cml_tensor *x, const cml_tensor *y, const cml_tensor *idx_cpu) {
+    /* the batch iterator gives CPU indices: they go to the data's device first */
+    cml_tensor *idx = cml_tensor_to(idx_cpu, cml_tensor_device(x));
+    cml_tensor *xb = idx ? cml_index_select(x, 0, idx) : NULL, *yb = idx ? cml_index_select(y, 0, idx) : NULL;
     cml_tensor *logits = cml_module_forward(model, xb);
     cml_tensor *loss = cml_cross_entropy(logits, yb, -100, CML_REDUCTION_MEAN);
     double value = NAN;
@@ -51,7 +61,7 @@ static double train_step(cml_module *model, cml_optim *opt, const cml_param *par
         value = cml_tensor_item(loss);
         cml_optim_zero_grad(opt);
     }
-    cml_tensor_release_all((cml_tensor *[]){xb, yb, logits, loss}, 4);
+    cml_tensor_release_all((cml_tensor *[]){idx, xb, yb, logits, loss}, 5);
     return value;
 }
 
@@ -83,9 +93,6 @@ int classifier_check(const classifier_opts *o) {
         if (!cml_ctx_default(dev))
             return cli_fail("cannot use the GPU", "run with --device cpu (the default), or on a machine with an "
                                                   "NVIDIA GPU");
-        fprintf(stderr, "camel: training on %s is not supported yet: several kernels have no CUDA implementation\n"
-                        "hint: leave out --device or pass --device cpu\n", cml_device_name(dev));
-        return 2;
     }
     return 0;
 }
@@ -107,6 +114,23 @@ int classifier_train(cml_module *model, const char *model_name, const classifier
                      const classifier_opts *o) {
     double t0 = d->t0;
     int64_t n_train = cml_tensor_size(d->x_train, 0);
+    /* --device (checked by classifier_check): the model and the data move there once, before the
+     * optimizer takes the parameters (its state is allocated on their device) */
+    cml_device dev = CML_DEVICE_CPU;
+    cml_device_parse(o->device, &dev);
+    if (cml_module_to(model, dev) != CML_OK) return cli_fail("moving the model to the device", NULL);
+    classifier_data dd = *d;
+    cml_tensor *moved[4] = {cml_tensor_to(d->x_train, dev), cml_tensor_to(d->y_train, dev),
+                            cml_tensor_to(d->x_test, dev), cml_tensor_to(d->y_test, dev)};
+    if (!moved[0] || !moved[1] || !moved[2] || !moved[3]) {
+        cml_tensor_release_all(moved, 4);
+        return cli_fail("moving the data to the device", NULL);
+    }
+    dd.x_train = moved[0];
+    dd.y_train = moved[1];
+    dd.x_test = moved[2];
+    dd.y_test = moved[3];
+    d = &dd;
     int n_params = cml_module_parameters(model, NULL, 0);
     cml_param *params = calloc((size_t)(n_params > 0 ? n_params : 1), sizeof *params);
     if (params) cml_module_parameters(model, params, n_params);
@@ -117,9 +141,9 @@ int classifier_train(cml_module *model, const char *model_name, const classifier
     if (!params || !opt || !it) status = cli_fail("setting up training", NULL);
     else if (!cli_json_open(&log, o->log)) status = 1;
     if (status) goto done;
-    printf("model: %s, %lld parameters, %s lr %g, batch %lld, %lld epochs, %d CPU threads\n", model_name,
+    printf("model: %s, %lld parameters, %s lr %g, batch %lld, %lld epochs, on %s, %d CPU threads\n", model_name,
            (long long)cml_module_num_elements(model), o->optim, o->lr, (long long)o->batch, (long long)o->epochs,
-           cml_cpu_threads());
+           cml_device_name(dev), cml_cpu_threads());
 
     int64_t step = 0;
     cml_lr_schedule sched = {strcmp(o->schedule, "cosine") == 0 ? CML_LR_COSINE : CML_LR_CONSTANT, o->lr, o->warmup,
@@ -177,5 +201,6 @@ done:
     cml_batch_iter_destroy(it);
     cml_optim_destroy(opt);
     free(params);
+    cml_tensor_release_all(moved, 4);
     return status;
 }

@@ -77,6 +77,17 @@ int cml_module_buffers(const cml_module *m, cml_param *out, int cap);
 int64_t cml_module_num_elements(const cml_module *m);
 void cml_module_destroy(cml_module *m); /* NULL is allowed */
 
+/* Moves every parameter and float buffer of m and its descendants (and their
+ * gradients) to dev, in place (integer buffers, host-side state such as
+ * Dropout's generator words, stay on the CPU): each tensor keeps its identity (pointers held
+ * by the module, cml_param lists and layer structs stay valid) and gets a
+ * new storage on dev with the same values; its old storage is released
+ * (freed unless a view still shares it: such views keep the old values).
+ * Take optimizers and their state after the move (state is allocated on the
+ * parameter's device when the optimizer is created). On failure some tensors
+ * may already be moved; the error is set. Synchronous (waits for the copies). */
+cml_status cml_module_to(cml_module *m, cml_device dev);
+
 /* ---- layers ------------------------------------------------------------------ */
 
 /* y = x W^T + b with W (out, in), b (out), for x (..., in) with any leading

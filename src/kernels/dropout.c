@@ -4,6 +4,9 @@
 #include "camel/kernels.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/kernel_check.h"
+#ifdef CML_HAVE_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
 
 /* mask may be NULL when the caller does not need it (no backward pass). */
 cml_status cml_dropout_fwd(cml_ctx *ctx, void *y, uint8_t *mask, const void *x, int64_t n,
@@ -17,6 +20,10 @@ cml_status cml_dropout_fwd(cml_ctx *ctx, void *y, uint8_t *mask, const void *x, 
         CML__CHECK_NOT_NULL(fn, y);
         CML__CHECK_NOT_NULL(fn, x);
     }
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA)
+        return cml__dropout_fwd_cuda(ctx, y, mask, x, n, dtype, p, seed, offset);
+#endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__dropout_fwd_cpu(ctx, y, mask, x, n, dtype, p, seed, offset);
 }

@@ -5,8 +5,7 @@
  * overlap themselves (a stride-0 output dim of size > 1 would write one element
  * from several threads), which is checked; overlap between an input and the
  * output is allowed only when they are the same view (in-place ops).
- * CUDA contexts run copy, fill, unary and binary on the GPU
- * (src/kernels/cuda/ewise/); the other ops are CPU-only for now. */
+ * CUDA contexts run every op here on the GPU (src/kernels/cuda/ewise/). */
 #include "camel/kernels.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/kernel_check.h"
@@ -117,10 +116,13 @@ cml_status cml_unary_bwd(cml_ctx *ctx, cml_unary_op op, float param,
     if (n > 0 && needs == NEEDS_X_OR_Y && x == NULL && y == NULL)
         return cml__error(CML_ERR_INVALID_ARG, "%s: x and y are both NULL for op=%d (one of them is needed)", fn,
                           (int)op);
-    if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
-    /* Pass only what the derivative reads, so the CPU code never touches the rest. */
+    /* Pass only what the derivative reads, so the backends never touch the rest. */
     if (needs == NEEDS_NOTHING) x = y = NULL;
     if (needs == NEEDS_X) y = NULL;
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA) return cml__unary_bwd_cuda(ctx, op, param, dx, dy, x, y, n, dtype);
+#endif
+    if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__unary_bwd_cpu(ctx, op, param, dx, dy, x, y, n, dtype);
 }
 
@@ -166,6 +168,10 @@ cml_status cml_where_fwd(cml_ctx *ctx,
     CML_TRY(check_data(fn, "cond", cond, numel));
     CML_TRY(check_data(fn, "a", a, numel));
     CML_TRY(check_data(fn, "b", b, numel));
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA)
+        return cml__where_fwd_cuda(ctx, y, y_layout, dtype, cond, cond_layout, a, a_layout, b, b_layout);
+#endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__where_fwd_cpu(ctx, y, y_layout, dtype, cond, cond_layout, a, a_layout, b, b_layout);
 }

@@ -3,6 +3,9 @@
 #include "camel/kernels.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/kernel_check.h"
+#ifdef CML_HAVE_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
 
 cml_gemm_desc cml_gemm_desc_f32(cml_op op_a, cml_op op_b, int64_t M, int64_t N, int64_t K,
                                 int64_t batch) {
@@ -91,6 +94,10 @@ cml_status cml_gemm(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, const void
     CML__CHECK_NOT_NULL(fn, ctx);
     CML__CHECK_NOT_NULL(fn, desc);
     CML_TRY(check_desc(fn, desc, D, A, B, C));
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA)
+        return cml__gemm_cuda(ctx, desc, D, A, B, C) /* TEMPORARY cuBLAS stand-in */;
+#endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__gemm_cpu(ctx, desc, D, A, B, C);
 }

@@ -4,6 +4,9 @@
 #include "camel/kernels.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/kernel_check.h"
+#ifdef CML_HAVE_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
 
 static cml_status check_index_args(const char *fn, const void *out, const void *in, const int64_t *idx,
                                    int64_t outer, int64_t n_src, int64_t n_idx, int64_t inner, cml_dtype dtype,
@@ -34,6 +37,10 @@ cml_status cml_index_select_fwd(cml_ctx *ctx, void *y, const void *x, const int6
     static const char fn[] = "cml_index_select_fwd";
     CML__CHECK_NOT_NULL(fn, ctx);
     CML_TRY(check_index_args(fn, y, x, idx, outer, n_src, n_idx, inner, dtype, false));
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA)
+        return cml__index_select_fwd_cuda(ctx, y, x, idx, outer, n_src, n_idx, inner, dtype);
+#endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__index_select_fwd_cpu(ctx, y, x, idx, outer, n_src, n_idx, inner, dtype);
 }
@@ -44,6 +51,10 @@ cml_status cml_index_select_bwd(cml_ctx *ctx, void *dx, const void *dy, const in
     static const char fn[] = "cml_index_select_bwd";
     CML__CHECK_NOT_NULL(fn, ctx);
     CML_TRY(check_index_args(fn, dx, dy, idx, outer, n_src, n_idx, inner, dtype, true));
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA)
+        return cml__index_select_bwd_cuda(ctx, dx, dy, idx, outer, n_src, n_idx, inner, dtype);
+#endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__index_select_bwd_cpu(ctx, dx, dy, idx, outer, n_src, n_idx, inner, dtype);
 }
@@ -53,6 +64,10 @@ cml_status cml_gather_fwd(cml_ctx *ctx, void *y, const void *x, const int64_t *i
     static const char fn[] = "cml_gather_fwd";
     CML__CHECK_NOT_NULL(fn, ctx);
     CML_TRY(check_index_args(fn, y, x, idx, outer, n_src, n_idx, inner, dtype, false));
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA)
+        return cml__gather_fwd_cuda(ctx, y, x, idx, outer, n_src, n_idx, inner, dtype);
+#endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__gather_fwd_cpu(ctx, y, x, idx, outer, n_src, n_idx, inner, dtype);
 }
@@ -63,6 +78,10 @@ cml_status cml_gather_bwd(cml_ctx *ctx, void *dx, const void *dy, const int64_t 
     static const char fn[] = "cml_gather_bwd";
     CML__CHECK_NOT_NULL(fn, ctx);
     CML_TRY(check_index_args(fn, dx, dy, idx, outer, n_src, n_idx, inner, dtype, true));
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA)
+        return cml__gather_bwd_cuda(ctx, dx, dy, idx, outer, n_src, n_idx, inner, dtype);
+#endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__gather_bwd_cpu(ctx, dx, dy, idx, outer, n_src, n_idx, inner, dtype);
 }

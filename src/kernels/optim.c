@@ -6,6 +6,9 @@
 #include "camel/kernels.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/kernel_check.h"
+#ifdef CML_HAVE_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
 
 static cml_status check_nonneg(const char *fn, const char *name, float v) {
     if (!(v >= 0.0f)) return cml__error(CML_ERR_INVALID_ARG, "%s: %s=%g must be >= 0", fn, name, (double)v);
@@ -28,6 +31,10 @@ cml_status cml_sgd_update(cml_ctx *ctx, float *param, const float *grad, float *
         CML_CHECK_ARG(momentum == 0.0f || momentum_buf != NULL, "%s: momentum_buf must not be NULL when momentum=%g", fn,
                       (double)momentum);
     }
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA)
+        return cml__sgd_update_cuda(ctx, param, grad, momentum_buf, n, lr, momentum, nesterov, weight_decay, first_step);
+#endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__sgd_update_cpu(ctx, param, grad, momentum_buf, n, lr, momentum, nesterov, weight_decay, first_step);
 }
@@ -50,6 +57,10 @@ cml_status cml_adam_update(cml_ctx *ctx, float *param, const float *grad, float 
         CML__CHECK_NOT_NULL(fn, m);
         CML__CHECK_NOT_NULL(fn, v);
     }
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA)
+        return cml__adam_update_cuda(ctx, param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, decoupled, step);
+#endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__adam_update_cpu(ctx, param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, decoupled, step);
 }

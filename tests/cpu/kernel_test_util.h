@@ -24,13 +24,32 @@ static inline cml_ctx *kt_ctx(void) {
 }
 
 /* A context that claims to be on cuda:0, to check that kernels without a CUDA
- * implementation say so (a real CUDA context cannot be created yet). */
+ * implementation say so. Kernels with one get the ordinal cuda:63 (see
+ * kt_fake_cuda_ctx_unusable) so that, even on a GPU machine, they fail to
+ * select the device instead of running on host pointers. */
 static inline cml_ctx kt_fake_cuda_ctx(void) {
     cml_ctx c;
     memset(&c, 0, sizeof c);
     c.device.type = CML_CUDA;
     return c;
 }
+
+static inline cml_ctx kt_fake_cuda_ctx_unusable(void) {
+    cml_ctx c = kt_fake_cuda_ctx();
+    c.device.index = 63;
+    return c;
+}
+
+/* A kernel with a CUDA implementation, called on the fake context above, must leave the
+ * CPU path alone: CML_ERR_UNSUPPORTED in a build without CUDA, CML_ERR_CUDA (the fake
+ * context's device cannot be used) in a CUDA build; never CML_OK. */
+#define KT_CHECK_CUDA_DISPATCH(expr)                                                               \
+    do {                                                                                           \
+        cml_status kt_s = (expr);                                                                  \
+        CHECK_MSG(kt_s == CML_ERR_UNSUPPORTED || kt_s == CML_ERR_CUDA,                             \
+                  "%s on a (fake) CUDA context returned %s; expected UNSUPPORTED or CUDA", #expr,   \
+                  cml_status_name(kt_s));                                                          \
+    } while (0)
 
 static inline int kt_finish(void) {
     cml_ctx_destroy(kt_ctx_instance);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "camel/autograd.h"
 #include "camel/nn.h"
 #include "framework/tensor_impl.h"
 
@@ -187,4 +188,48 @@ void cml_module_destroy(cml_module *m) {
     free(m->buffers);
     free(m->buffer_names);
     free(m);
+}
+
+/* ---- moving to a device ---------------------------------------------------------- */
+
+/* t takes a device copy's storage (and contiguous strides); the copy, holding the old storage, is released. */
+static cml_status move_tensor(cml_tensor *t, cml_device dev) {
+    if (cml_device_equal(t->storage->device, dev)) return CML_OK;
+    cml_tensor *c = cml_tensor_to(t, dev);
+    if (!c) return cml_last_status();
+    cml_storage *st = t->storage;
+    t->storage = c->storage;
+    c->storage = st;
+    int64_t off = t->offset;
+    t->offset = c->offset;
+    c->offset = off;
+    for (int d = 0; d < t->ndim; d++) {
+        int64_t s = t->stride[d];
+        t->stride[d] = c->stride[d];
+        c->stride[d] = s;
+    }
+    cml_tensor_release(c);
+    return CML_OK;
+}
+
+static cml_status module_to(cml_module *m, cml_device dev) {
+    for (int i = 0; i < m->n_params; i++) {
+        CML_TRY(move_tensor(m->params[i], dev));
+        if (m->params[i]->grad) CML_TRY(move_tensor(m->params[i]->grad, dev));
+    }
+    /* Float buffers (BatchNorm's running statistics) move; integer ones are host-side state
+     * that the module reads and writes on the CPU (Dropout's generator words) and stay. */
+    for (int i = 0; i < m->n_buffers; i++)
+        if (cml_dtype_is_float(m->buffers[i]->dtype)) CML_TRY(move_tensor(m->buffers[i], dev));
+    for (int i = 0; i < m->n_children; i++) CML_TRY(module_to(m->children[i], dev));
+    return CML_OK;
+}
+
+cml_status cml_module_to(cml_module *m, cml_device dev) {
+    CML_CHECK_ARG(m, "cml_module_to: m must not be NULL");
+    if (!cml_ctx_default(dev)) return cml_last_status(); /* the reason the device is unusable */
+    bool prev = cml_set_grad_enabled(false); /* the copies are not recorded */
+    cml_status s = module_to(m, dev);
+    cml_set_grad_enabled(prev);
+    return s;
 }

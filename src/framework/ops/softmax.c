@@ -152,9 +152,12 @@ cml_tensor *cml_cross_entropy(const cml_tensor *logits, const cml_tensor *target
             out = cml_tensor_retain(total);
         } else if (total) { /* mean over the targets that count */
             int64_t counted = 0;
-            const int64_t *t = cml_tensor_data(tc);
-            for (int64_t i = 0; i < tc->shape[0]; i++) counted += t[i] != ignore_index;
-            out = cml_mul_scalar(total, counted > 0 ? 1.0 / (double)counted : 0.0);
+            /* the targets are counted on the host: a device tensor is copied back first (waits for the stream) */
+            cml_tensor *th = cml_tensor_to(tc, CML_DEVICE_CPU);
+            const int64_t *t = th ? cml_tensor_data(th) : NULL;
+            for (int64_t i = 0; t && i < th->shape[0]; i++) counted += t[i] != ignore_index;
+            if (th) out = cml_mul_scalar(total, counted > 0 ? 1.0 / (double)counted : 0.0);
+            cml_tensor_release(th);
         }
         cml_tensor_release(total);
     }

@@ -2,6 +2,7 @@
 #include <math.h>
 
 #include "camel/autograd.h"
+#include "camel/kernels.h"
 #include "camel/optim.h"
 #include "framework/tensor_impl.h"
 
@@ -21,18 +22,19 @@ cml_status cml_clip_grad_norm(const cml_param *params, int n, double max_norm, d
                               params[i].name, cml_dtype_name(g->dtype));
         CML_CHECK_ARG(cml_tensor_is_contiguous(g), "%s: the grad of parameter %d ('%s') must be contiguous", who, i,
                       params[i].name);
-        if (g->storage->device.type != CML_CPU)
-            return cml__error(CML_ERR_UNSUPPORTED, "%s: the grad of parameter %d ('%s') is on %s; only CPU is supported",
-                              who, i, params[i].name, cml_device_name(g->storage->device));
     }
     /* Sum of squares in float64, parameter by parameter in order: deterministic. */
     double sumsq = 0.0;
     for (int i = 0; i < n; i++) {
         const cml_tensor *g = params[i].tensor->grad;
         if (!g) continue;
-        const float *v = cml_tensor_data(g);
-        int64_t m = cml_tensor_numel(g);
+        /* a device gradient is copied to the host (waits for the stream), so that the sum is the CPU's */
+        cml_tensor *gh = cml_tensor_to(g, CML_DEVICE_CPU);
+        if (!gh) return cml_last_status();
+        const float *v = cml_tensor_data(gh);
+        int64_t m = cml_tensor_numel(gh);
         for (int64_t j = 0; j < m; j++) sumsq += (double)v[j] * (double)v[j];
+        cml_tensor_release(gh);
     }
     double norm = sqrt(sumsq);
     if (total_norm) *total_norm = norm;
@@ -44,8 +46,14 @@ cml_status cml_clip_grad_norm(const cml_param *params, int n, double max_norm, d
     for (int i = 0; i < n; i++) {
         cml_tensor *g = params[i].tensor->grad;
         if (!g) continue;
-        float *v = cml_tensor_data(g);
         int64_t m = cml_tensor_numel(g);
+        if (g->storage->device.type != CML_CPU) { /* in place on the device: the same f32 multiply */
+            cml_layout l = {1, {m}, {1}};
+            CML_TRY(cml_unary(cml__ctx(g), CML_UNARY_SCALE, c, cml_tensor_data(g), &l, CML_F32, cml_tensor_data(g),
+                              &l, CML_F32));
+            continue;
+        }
+        float *v = cml_tensor_data(g);
         for (int64_t j = 0; j < m; j++) v[j] *= c;
     }
     return CML_OK;

@@ -59,6 +59,38 @@ cml_status cml__layernorm_bwd_cuda(cml_ctx *ctx, void *dx, void *dgamma, void *d
                                    const void *x, const void *gamma, const float *mean, const float *rstd,
                                    int64_t rows, int64_t C, cml_dtype dtype);
 
+/* ---- ewise/ewise_bwd.cu ---- */
+cml_status cml__unary_bwd_cuda(cml_ctx *ctx, cml_unary_op op, float param, void *dx, const void *dy, const void *x,
+                               const void *y, int64_t n, cml_dtype dtype);
+cml_status cml__where_fwd_cuda(cml_ctx *ctx, void *y, const cml_layout *y_layout, cml_dtype dtype,
+                               const uint8_t *cond, const cml_layout *cond_layout, const void *a,
+                               const cml_layout *a_layout, const void *b, const cml_layout *b_layout);
+
+/* ---- gemm/gemm_cublas.cu: TEMPORARY cuBLAS stand-in (f32 only) until our own Hopper GEMM ---- */
+cml_status cml__gemm_cuda(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, const void *A, const void *B,
+                          const void *C);
+
+/* ---- index/index.cu ----
+ * Index values live on the device: a bad one is flagged there, and each call
+ * waits for the stream (one 8-byte copy) to turn it into CML_ERR_INVALID_ARG. */
+cml_status cml__index_select_fwd_cuda(cml_ctx *ctx, void *y, const void *x, const int64_t *idx, int64_t outer,
+                                      int64_t n_src, int64_t n_idx, int64_t inner, cml_dtype dtype);
+cml_status cml__index_select_bwd_cuda(cml_ctx *ctx, void *dx, const void *dy, const int64_t *idx, int64_t outer,
+                                      int64_t n_src, int64_t n_idx, int64_t inner, cml_dtype dtype);
+cml_status cml__gather_fwd_cuda(cml_ctx *ctx, void *y, const void *x, const int64_t *idx, int64_t outer,
+                                int64_t n_src, int64_t n_idx, int64_t inner, cml_dtype dtype);
+cml_status cml__gather_bwd_cuda(cml_ctx *ctx, void *dx, const void *dy, const int64_t *idx, int64_t outer,
+                                int64_t n_src, int64_t n_idx, int64_t inner, cml_dtype dtype);
+
+/* ---- optim/optim.cu ---- */
+cml_status cml__sgd_update_cuda(cml_ctx *ctx, float *param, const float *grad, float *momentum_buf, int64_t n,
+                                float lr, float momentum, bool nesterov, float weight_decay, bool first_step);
+cml_status cml__adam_update_cuda(cml_ctx *ctx, float *param, const float *grad, float *m, float *v, int64_t n,
+                                 float lr, float beta1, float beta2, float eps, float weight_decay, bool decoupled,
+                                 int64_t step);
+cml_status cml__dropout_fwd_cuda(cml_ctx *ctx, void *y, uint8_t *mask, const void *x, int64_t n, cml_dtype dtype,
+                                 float p, uint64_t seed, uint64_t offset);
+
 #ifdef __cplusplus
 }
 #endif

@@ -53,8 +53,9 @@ template <int DT> static __device__ __forceinline__ typename cml__elem<DT>::type
     else return v;
 }
 
-/* Element i of a buffer whose dtype is known only at run time (f32, f16, bf16). */
+/* Element i of a buffer whose dtype is known only at run time (f32, f16, bf16; u8 masks too). */
 static __device__ __forceinline__ float cml__load_f32(const void *base, int dt, long long i) {
+    if (dt == CML_U8) return (float)((const uint8_t *)base)[i];
     if (dt == CML_F16) return cml__f16_to_f32(((const uint16_t *)base)[i]);
     if (dt == CML_BF16) return cml__bf16_to_f32(((const uint16_t *)base)[i]);
     return ((const float *)base)[i];

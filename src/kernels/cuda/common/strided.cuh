@@ -16,7 +16,7 @@ extern "C" {
 #include "kernels/cpu/strided.h"
 }
 
-#define CML__GPU_EW_MAX_OPS 3
+#define CML__GPU_EW_MAX_OPS 4 /* where: y, cond, a, b */
 
 typedef struct cml__ew_geom {
     int ndim;

@@ -166,13 +166,15 @@ extern "C" cml_status cml__copy_cuda(cml_ctx *ctx, void *y, const cml_layout *y_
         default: return copy_strided_launch<unsigned long long>(ctx, &g, y, x, y_dtype);
         }
     }
-    if (!cml__cuda_float_dtype(y_dtype) || !cml__cuda_float_dtype(x_dtype))
+    /* u8 (masks, as in dropout's backward) to a float dtype: exact, through the strided kernel */
+    const bool from_u8 = x_dtype == CML_U8 && cml__cuda_float_dtype(y_dtype);
+    if (!from_u8 && (!cml__cuda_float_dtype(y_dtype) || !cml__cuda_float_dtype(x_dtype)))
         return cml__error(CML_ERR_UNSUPPORTED,
                           "%s: converting %s to %s is not supported on CUDA yet (conversions among f32, f16 and "
-                          "bf16 are, and same-dtype copies of any dtype)",
+                          "bf16 are, u8 to them, and same-dtype copies of any dtype)",
                           fn, cml_dtype_name(x_dtype), cml_dtype_name(y_dtype));
     CML_TRY(cml__cuda_activate(ctx));
-    if (cml__ew_geom_dense(&g, 2) && cml__aligned16(y) && cml__aligned16(x)) {
+    if (!from_u8 && cml__ew_geom_dense(&g, 2) && cml__aligned16(y) && cml__aligned16(x)) {
         switch (y_dtype) {
         case CML_F16: return convert_dense_dispatch<CML_F16>(ctx, y, x, x_dtype, g.numel);
         case CML_BF16: return convert_dense_dispatch<CML_BF16>(ctx, y, x, x_dtype, g.numel);
