@@ -25,6 +25,7 @@
 #include "camel/autograd.h"
 #include "camel/gpt.h"
 #include "framework/models/gpt_internal.h"
+#include "framework/nn/nn_impl.h"
 #include "framework/tensor_impl.h"
 
 /* ---- presets and config ------------------------------------------------------- */
@@ -174,19 +175,8 @@ static cml_status add_child(cml_module *m, const char *name, cml_module *child, 
     return s;
 }
 
-static cml_module *alloc_module(size_t size, const cml_module_ops *ops) {
-    cml_module *m = calloc(1, size);
-    if (!m) {
-        cml__error(CML_ERR_OOM, "cml_gpt_create: out of memory");
-        return NULL;
-    }
-    m->ops = ops;
-    m->training = true;
-    return m;
-}
-
 static cml_module *mlp_create(int64_t C, float dropout, cml_rng *init_rng, cml_rng *drop_rng) {
-    gpt_mlp *p = (gpt_mlp *)alloc_module(sizeof *p, &mlp_ops);
+    gpt_mlp *p = (gpt_mlp *)cml__module_alloc(sizeof *p, &mlp_ops, "cml_gpt_create");
     if (!p) return NULL;
     p->dropout = dropout;
     p->rng = drop_rng;
@@ -200,7 +190,7 @@ static cml_module *mlp_create(int64_t C, float dropout, cml_rng *init_rng, cml_r
 }
 
 static cml_module *block_create(const cml_gpt_config *c, cml_rng *init_rng, cml_rng *drop_rng) {
-    gpt_block *b = (gpt_block *)alloc_module(sizeof *b, &block_ops);
+    gpt_block *b = (gpt_block *)cml__module_alloc(sizeof *b, &block_ops, "cml_gpt_create");
     if (!b) return NULL;
     b->dropout = c->dropout;
     b->rng = drop_rng;
@@ -264,7 +254,7 @@ cml_module *cml_gpt_create(const cml_gpt_config *c, cml_rng *rng) {
         cml__error(CML_ERR_INVALID_ARG, "cml_gpt_create: rng must not be NULL");
         return NULL;
     }
-    gpt_model *g = (gpt_model *)alloc_module(sizeof *g, &gpt_ops);
+    gpt_model *g = (gpt_model *)cml__module_alloc(sizeof *g, &gpt_ops, "cml_gpt_create");
     if (!g) return NULL;
     g->cfg = *c;
     cml_rng_init(&g->drop_rng, draw_seed(rng));

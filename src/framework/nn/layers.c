@@ -6,20 +6,10 @@
 
 #include "camel/autograd.h"
 #include "camel/nn.h"
+#include "framework/nn/nn_impl.h"
 #include "framework/tensor_impl.h"
 
 /* A zeroed module struct of `size` bytes (cml_module first) in training mode. */
-static cml_module *module_alloc(size_t size, const cml_module_ops *ops, const char *who) {
-    cml_module *m = calloc(1, size);
-    if (!m) {
-        cml__error(CML_ERR_OOM, "%s: out of memory", who);
-        return NULL;
-    }
-    m->ops = ops;
-    m->training = true;
-    return m;
-}
-
 /* ---- Linear ------------------------------------------------------------------ */
 
 typedef struct linear_module {
@@ -96,7 +86,7 @@ cml_module *cml_linear_create(int64_t in_features, int64_t out_features, bool bi
         cml__error(CML_ERR_INVALID_ARG, "%s: rng must not be NULL", who);
         return NULL;
     }
-    linear_module *l = (linear_module *)module_alloc(sizeof *l, &linear_ops, who);
+    linear_module *l = (linear_module *)cml__module_alloc(sizeof *l, &linear_ops, who);
     if (!l) return NULL;
     l->in_features = in_features;
     l->out_features = out_features;
@@ -124,8 +114,8 @@ static cml_tensor *tanh_forward(cml_module *m, const cml_tensor *x) { return cml
 static const cml_module_ops relu_ops = {"ReLU", relu_forward, NULL};
 static const cml_module_ops tanh_ops = {"Tanh", tanh_forward, NULL};
 
-cml_module *cml_relu_create(void) { return module_alloc(sizeof(cml_module), &relu_ops, "cml_relu_create"); }
-cml_module *cml_tanh_create(void) { return module_alloc(sizeof(cml_module), &tanh_ops, "cml_tanh_create"); }
+cml_module *cml_relu_create(void) { return cml__module_alloc(sizeof(cml_module), &relu_ops, "cml_relu_create"); }
+cml_module *cml_tanh_create(void) { return cml__module_alloc(sizeof(cml_module), &tanh_ops, "cml_tanh_create"); }
 
 typedef struct gelu_module {
     cml_module base;
@@ -143,7 +133,7 @@ cml_module *cml_gelu_create(cml_gelu_approx approx) {
         cml__error(CML_ERR_INVALID_ARG, "cml_gelu_create: approx=%d must be CML_GELU_ERF or CML_GELU_TANH", (int)approx);
         return NULL;
     }
-    gelu_module *g = (gelu_module *)module_alloc(sizeof *g, &gelu_ops, "cml_gelu_create");
+    gelu_module *g = (gelu_module *)cml__module_alloc(sizeof *g, &gelu_ops, "cml_gelu_create");
     if (g) g->approx = approx;
     return g ? &g->base : NULL;
 }
@@ -175,7 +165,7 @@ cml_module *cml_dropout_create(float p, uint64_t seed) {
         cml__error(CML_ERR_INVALID_ARG, "cml_dropout_create: p=%g must be in [0, 1)", (double)p);
         return NULL;
     }
-    dropout_module *d = (dropout_module *)module_alloc(sizeof *d, &dropout_ops, "cml_dropout_create");
+    dropout_module *d = (dropout_module *)cml__module_alloc(sizeof *d, &dropout_ops, "cml_dropout_create");
     if (!d) return NULL;
     d->p = p;
     cml_rng rng;
@@ -203,7 +193,7 @@ static cml_tensor *flatten_forward(cml_module *m, const cml_tensor *x) {
 
 static const cml_module_ops flatten_ops = {"Flatten", flatten_forward, NULL};
 
-cml_module *cml_flatten_create(void) { return module_alloc(sizeof(cml_module), &flatten_ops, "cml_flatten_create"); }
+cml_module *cml_flatten_create(void) { return cml__module_alloc(sizeof(cml_module), &flatten_ops, "cml_flatten_create"); }
 
 /* ---- Sequential ------------------------------------------------------------------- */
 
@@ -246,7 +236,7 @@ cml_module *cml_sequential_create(cml_module *const *mods, int n) {
         for (int j = 0; j < i && s == CML_OK; j++)
             if (mods[j] == mods[i]) s = cml__error(CML_ERR_INVALID_ARG, "%s: mods[%d] is the same module as mods[%d]", who, i, j);
     }
-    cml_module *m = s == CML_OK ? module_alloc(sizeof(cml_module), &sequential_ops, who) : NULL;
+    cml_module *m = s == CML_OK ? cml__module_alloc(sizeof(cml_module), &sequential_ops, who) : NULL;
     if (!m) {
         for (int i = 0; i < n; i++) {
             bool dup = false;

@@ -5,6 +5,7 @@
 
 #include "camel/autograd.h"
 #include "camel/nn.h"
+#include "framework/nn/nn_impl.h"
 #include "framework/tensor_impl.h"
 
 /* Arrays grow to the next power of two: n entries have room for cap(n) where
@@ -35,6 +36,17 @@ static cml_status check_name(const char *who, const cml_module *m, const char *n
     for (int i = 0; i < m->n_buffers; i++)
         CML_CHECK_ARG(strcmp(m->buffer_names[i], name) != 0, "%s: a buffer named \"%s\" already exists", who, name);
     return CML_OK;
+}
+
+cml_module *cml__module_alloc(size_t size, const cml_module_ops *ops, const char *who) {
+    cml_module *m = calloc(1, size);
+    if (!m) {
+        cml__error(CML_ERR_OOM, "%s: out of memory", who);
+        return NULL;
+    }
+    m->ops = ops;
+    m->training = true;
+    return m;
 }
 
 cml_status cml_module_add_param(cml_module *m, const char *name, cml_tensor *t) {

@@ -4,20 +4,10 @@
 
 #include "camel/autograd.h"
 #include "camel/nn.h"
+#include "framework/nn/nn_impl.h"
 #include "framework/tensor_impl.h"
 
 /* A zeroed module struct of `size` bytes (cml_module first) in training mode. */
-static cml_module *module_alloc(size_t size, const cml_module_ops *ops, const char *who) {
-    cml_module *m = calloc(1, size);
-    if (!m) {
-        cml__error(CML_ERR_OOM, "%s: out of memory", who);
-        return NULL;
-    }
-    m->ops = ops;
-    m->training = true;
-    return m;
-}
-
 /* A leaf f32 parameter that requires grad, filled with `value` (or N(0, 1) from rng when rng is set). */
 static cml_tensor *make_param(int ndim, const int64_t *shape, double value, cml_rng *rng) {
     cml_tensor *t = rng ? cml_tensor_empty(ndim, shape, CML_F32, CML_DEVICE_CPU)
@@ -54,7 +44,7 @@ cml_module *cml_embedding_create(int64_t num, int64_t dim, cml_rng *rng) {
         cml__error(CML_ERR_INVALID_ARG, "%s: rng must not be NULL", who);
         return NULL;
     }
-    embedding_module *e = (embedding_module *)module_alloc(sizeof *e, &embedding_ops, who);
+    embedding_module *e = (embedding_module *)cml__module_alloc(sizeof *e, &embedding_ops, who);
     if (!e) return NULL;
     e->weight = make_param(2, (const int64_t[]){num, dim}, 0.0, rng);
     if ((e->weight ? cml_module_add_param(&e->base, "weight", e->weight) : cml_last_status()) != CML_OK) {
@@ -89,7 +79,7 @@ cml_module *cml_layernorm_create(int64_t dim, float eps) {
         cml__error(CML_ERR_INVALID_ARG, "%s: eps=%g must be finite and >= 0", who, (double)eps);
         return NULL;
     }
-    layernorm_module *l = (layernorm_module *)module_alloc(sizeof *l, &layernorm_ops, who);
+    layernorm_module *l = (layernorm_module *)cml__module_alloc(sizeof *l, &layernorm_ops, who);
     if (!l) return NULL;
     l->eps = eps;
     l->weight = make_param(1, &dim, 1.0, NULL);
@@ -161,7 +151,7 @@ cml_module *cml_causal_self_attention_create(int64_t dim, int64_t n_head, float 
         cml__error(CML_ERR_INVALID_ARG, "%s: rng must not be NULL", who);
         return NULL;
     }
-    attention_module *a = (attention_module *)module_alloc(sizeof *a, &attention_ops, who);
+    attention_module *a = (attention_module *)cml__module_alloc(sizeof *a, &attention_ops, who);
     if (!a) return NULL;
     a->dim = dim;
     a->n_head = n_head;
@@ -201,7 +191,7 @@ cml_module *cml_residual_create(cml_module *inner) {
         cml__error(CML_ERR_INVALID_ARG, "%s: inner must not be NULL", who);
         return NULL;
     }
-    cml_module *m = module_alloc(sizeof(cml_module), &residual_ops, who);
+    cml_module *m = cml__module_alloc(sizeof(cml_module), &residual_ops, who);
     if (!m) {
         cml_module_destroy(inner);
         return NULL;

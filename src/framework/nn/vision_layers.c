@@ -5,18 +5,8 @@
 
 #include "camel/autograd.h"
 #include "camel/nn.h"
+#include "framework/nn/nn_impl.h"
 #include "framework/tensor_impl.h"
-
-static cml_module *module_alloc(size_t size, const cml_module_ops *ops, const char *who) {
-    cml_module *m = calloc(1, size);
-    if (!m) {
-        cml__error(CML_ERR_OOM, "%s: out of memory", who);
-        return NULL;
-    }
-    m->ops = ops;
-    m->training = true;
-    return m;
-}
 
 /* x must be 4-d with `channels` channels in the layout's channel dim. */
 static bool check_input(const char *who, const cml_tensor *x, int64_t channels, bool cl) {
@@ -77,7 +67,7 @@ cml_module *cml_conv2d_create(int64_t in_channels, int64_t out_channels, int64_t
                    who, (long long)in_channels, (long long)out_channels, (long long)groups);
         return NULL;
     }
-    conv2d_module *c = (conv2d_module *)module_alloc(sizeof *c, &conv2d_ops, who);
+    conv2d_module *c = (conv2d_module *)cml__module_alloc(sizeof *c, &conv2d_ops, who);
     if (!c) return NULL;
     c->in_channels = in_channels;
     c->out_channels = out_channels;
@@ -150,7 +140,7 @@ static cml_module *pool_create(const char *who, const cml_module_ops *ops, int64
                    (long long)kernel, (long long)stride, (long long)pad);
         return NULL;
     }
-    pool_module *p = (pool_module *)module_alloc(sizeof *p, ops, who);
+    pool_module *p = (pool_module *)cml__module_alloc(sizeof *p, ops, who);
     if (!p) return NULL;
     p->kernel = kernel;
     p->stride = stride ? stride : kernel;
@@ -195,7 +185,7 @@ cml_module *cml_batchnorm2d_create(int64_t channels, float momentum, float eps, 
                    who, (long long)channels, (double)momentum, (double)eps);
         return NULL;
     }
-    batchnorm_module *b = (batchnorm_module *)module_alloc(sizeof *b, &batchnorm_ops, who);
+    batchnorm_module *b = (batchnorm_module *)cml__module_alloc(sizeof *b, &batchnorm_ops, who);
     if (!b) return NULL;
     b->channels = channels;
     b->momentum = momentum;
@@ -241,7 +231,7 @@ static cml_tensor *gap_forward(cml_module *m, const cml_tensor *x) {
 static const cml_module_ops gap_ops = {"GlobalAvgPool", gap_forward, NULL};
 
 cml_module *cml_global_avgpool_create(bool channels_last) {
-    gap_module *g = (gap_module *)module_alloc(sizeof *g, &gap_ops, "cml_global_avgpool_create");
+    gap_module *g = (gap_module *)cml__module_alloc(sizeof *g, &gap_ops, "cml_global_avgpool_create");
     if (g) g->cl = channels_last;
     return g ? &g->base : NULL;
 }
