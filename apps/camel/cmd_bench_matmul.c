@@ -41,8 +41,8 @@ int cmd_bench_matmul(int argc, char **argv) {
                        "Times cml_matmul on f32 CPU tensors against cblas_sgemm called directly on the same "
                        "buffers (random inputs, one warm-up, median of --reps runs) and prints GFLOP/s and the ratio.");
     if (rc) return rc == 1 ? 0 : rc;
-    if (reps < 1) {
-        fprintf(stderr, "camel: --reps must be >= 1\n");
+    if (reps < 1 || reps > 100000) {
+        fprintf(stderr, "camel: --reps must be in [1, 100000]\n");
         return 2;
     }
     if (threads > 0) cml_set_cpu_threads((int)threads);
@@ -64,6 +64,13 @@ int cmd_bench_matmul(int argc, char **argv) {
     printf("CPU matmul f32 (%s, %d threads), median of %lld\n", cpu, cml_cpu_threads(), (long long)reps);
     printf("%8s %14s %14s %8s\n", "n", "camel GFLOP/s", "BLAS GFLOP/s", "ratio");
     double *t_ours = malloc((size_t)reps * sizeof(double)), *t_ref = malloc((size_t)reps * sizeof(double));
+    if (!t_ours || !t_ref) {
+        fprintf(stderr, "camel: out of memory\n");
+        free(t_ours);
+        free(t_ref);
+        if (json) fclose(json);
+        return 1;
+    }
     cml_rng rng;
     cml_rng_init(&rng, 42);
     int first = 1, status = 0;

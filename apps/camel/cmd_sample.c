@@ -64,8 +64,8 @@ int cmd_sample(int argc, char **argv) {
         fprintf(stderr, "camel: --checkpoint DIR is required (the --checkpoint-dir of a camel train gpt run)\n");
         return 2;
     }
-    if (tokens < 0 || temperature <= 0 || top_k < 0) {
-        fprintf(stderr, "camel: need --tokens >= 0, --temperature > 0 and --top-k >= 0\n");
+    if (tokens < 0 || tokens > 100000000 || temperature <= 0 || top_k < 0) {
+        fprintf(stderr, "camel: need 0 <= --tokens <= 100000000, --temperature > 0 and --top-k >= 0\n");
         return 2;
     }
     if (threads > 0) cml_set_cpu_threads((int)threads);
@@ -99,7 +99,12 @@ int cmd_sample(int argc, char **argv) {
         goto done;
     }
     ids = malloc((n_prompt + (size_t)tokens) * sizeof *ids);
-    if (!ids || cml_char_encode(&vocab, prompt, n_prompt, ids) != CML_OK ||
+    if (!ids) {
+        fprintf(stderr, "camel: out of memory for %lld tokens\n", (long long)tokens);
+        status = 1;
+        goto done;
+    }
+    if (cml_char_encode(&vocab, prompt, n_prompt, ids) != CML_OK ||
         cml_gpt_generate(model, ids, (int64_t)n_prompt, tokens, (float)temperature, top_k, &rng, ids) != CML_OK) {
         status = cli_fail("sampling", NULL);
         goto done;

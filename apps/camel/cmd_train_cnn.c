@@ -123,6 +123,7 @@ static int load_data(const cnn_args *a, dataset *d) {
             return cli_fail("loading the training data", MNIST_HINT);
         if (cml_mnist_load(a->data, false, &te_u8, &d->y_test) != CML_OK) {
             cml_tensor_release(tr_u8);
+            dataset_free(d);
             return cli_fail("loading the test data", MNIST_HINT);
         }
         /* (N, 28, 28) -> (N, 1, 28, 28) */

@@ -164,7 +164,10 @@ static double estimate_loss(cml_module *model, const int64_t *tokens, int64_t n,
 static int print_sample(cml_module *model, const cml_char_vocab *v, int64_t n, double temperature, uint64_t seed,
                         const char *title) {
     int64_t *ids = malloc((size_t)(n + 1) * sizeof *ids);
-    if (!ids) return 1;
+    if (!ids) {
+        fprintf(stderr, "camel: out of memory for a %lld-character sample\n", (long long)n);
+        return 1;
+    }
     cml_rng rng;
     cml_rng_init(&rng, seed);
     int64_t start = v->ids['\n'] >= 0 ? v->ids['\n'] : 0;
@@ -350,10 +353,10 @@ static int train(trainer *t, double t0) {
 static int check_args(const gpt_args *a) {
     if (a->steps < 1 || a->batch < 1 || a->lr <= 0 || a->min_lr < 0 || a->warmup < 0 || a->eval_every < 1 ||
         a->eval_iters < 1 || a->sample_every < 0 || a->weight_decay < 0 || a->grad_clip < 0 || a->stop_at < 0 ||
-        a->sample_chars < 0 || a->temperature <= 0 || a->beta2 <= 0 || a->beta2 >= 1) {
+        a->sample_chars < 0 || a->sample_chars > 100000000 || a->temperature <= 0 || a->beta2 <= 0 || a->beta2 >= 1) {
         fprintf(stderr, "camel: need --steps, --batch, --eval-every, --eval-iters >= 1, --lr > 0, --temperature > 0, "
                         "0 < --beta2 < 1 and --min-lr, --warmup, --weight-decay, --grad-clip, --sample-every, "
-                        "--stop-at, --sample-chars >= 0\n");
+                        "--stop-at >= 0, 0 <= --sample-chars <= 100000000\n");
         return 2;
     }
     if (a->resume && !a->checkpoint_dir) {

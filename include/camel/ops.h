@@ -45,7 +45,7 @@ cml_tensor *cml_gelu(const cml_tensor *x, cml_gelu_approx approx);
 /* ---- reductions --------------------------------------------------------------- */
 
 /* Reduce over the axes listed in dims (n_dims of them; negative counts from the
- * end; n_dims == 0 or dims == NULL reduces over all axes). keepdim keeps the
+ * end; n_dims == 0 reduces over all axes, and dims may then be NULL). keepdim keeps the
  * reduced axes with size 1. max/min pass the gradient to the first extremum. */
 cml_tensor *cml_sum(const cml_tensor *x, const int *dims, int n_dims, bool keepdim);
 cml_tensor *cml_mean(const cml_tensor *x, const int *dims, int n_dims, bool keepdim);

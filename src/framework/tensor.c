@@ -408,6 +408,7 @@ int64_t cml_tensor_stride(const cml_tensor *t, int dim) {
 }
 
 bool cml_tensor_is_contiguous(const cml_tensor *t) {
+    if (cml_tensor_numel(t) == 0) return true; /* no element to be out of place */
     int64_t expect = 1;
     for (int i = t->ndim - 1; i >= 0; i--) {
         if (t->shape[i] != 1 && t->stride[i] != expect) return false;
@@ -453,7 +454,8 @@ double cml_tensor_item_at(const cml_tensor *t, const int64_t *index) {
 }
 
 double cml_tensor_item(const cml_tensor *t) {
-    if (!t || cml_tensor_numel(t) != 1) {
+    if (cml__any_null("cml_tensor_item", 1, &t)) return NAN;
+    if (cml_tensor_numel(t) != 1) {
         cml__error(CML_ERR_SHAPE, "cml_tensor_item: the tensor must have exactly one element");
         return NAN;
     }

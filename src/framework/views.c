@@ -20,6 +20,9 @@ static cml_status resolve_shape(const char *who, const cml_tensor *t, int ndim, 
         } else if (shape[i] < 0) {
             return cml__error(CML_ERR_SHAPE, "%s: shape[%d]=%lld must be >= 0 or -1", who, i, (long long)shape[i]);
         } else {
+            if (shape[i] > 0 && known > INT64_MAX / shape[i])
+                return cml__error(CML_ERR_SHAPE, "%s: shape[%d]=%lld makes the element count overflow", who, i,
+                                  (long long)shape[i]);
             known *= shape[i];
         }
         out[i] = shape[i];
@@ -260,8 +263,8 @@ cml_tensor *cml_slice(const cml_tensor *t, int dim, int64_t start, int64_t stop,
     int64_t shape[CML_MAX_DIMS], stride[CML_MAX_DIMS];
     memcpy(shape, t->shape, sizeof shape);
     memcpy(stride, t->stride, sizeof stride);
-    shape[d] = (stop - start + step - 1) / step;
-    stride[d] = t->stride[d] * step;
+    shape[d] = stop > start ? (stop - start - 1) / step + 1 : 0; /* no overflow for any step */
+    stride[d] = shape[d] > 1 ? t->stride[d] * step : t->stride[d];
     cml_tensor *out = cml__tensor_alias(t, t->ndim, shape, stride, t->offset + start * t->stride[d]);
     if (out && cml__should_record(1, &t)) {
         cml_node *node = cml__record(out, "slice", slice_backward, 1, &t);

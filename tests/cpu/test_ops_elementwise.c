@@ -483,7 +483,27 @@ static void test_errors(void) {
     FT_RELEASE(a, b, h, i);
 }
 
+/* pow at a = 0: PyTorch's gradients (0 for da where b == 0, 0 for db where a == 0), not NaN/-inf. */
+static void test_pow_gradient_at_zero(void) {
+    const float av[3] = {0, 0, 2}, bv[3] = {0, 2, 3};
+    cml_tensor *a = cml_tensor_from_host(av, 1, (int64_t[]){3}, CML_F32, CML_DEVICE_CPU);
+    cml_tensor *b = cml_tensor_from_host(bv, 1, (int64_t[]){3}, CML_F32, CML_DEVICE_CPU);
+    cml_tensor_set_requires_grad(a, true);
+    cml_tensor_set_requires_grad(b, true);
+    cml_tensor *p = cml_pow(a, b);
+    cml_tensor *s = cml_sum(p, NULL, 0, false);
+    CHECK_OK(cml_backward(s, NULL));
+    const float *ga = cml_tensor_data(cml_tensor_grad(a)), *gb = cml_tensor_data(cml_tensor_grad(b));
+    const double want_a[3] = {0, 0, 3 * 4}, want_b[3] = {0, 0, 8 * log(2.0)};
+    for (int i = 0; i < 3; i++) {
+        CHECK_NEAR(ga[i], want_a[i], 1e-5);
+        CHECK_NEAR(gb[i], want_b[i], 1e-5);
+    }
+    cml_tensor_release_all((cml_tensor *[]){a, b, p, s}, 4);
+}
+
 int main(void) {
+    RUN(test_pow_gradient_at_zero);
     RUN(test_binary_forward);
     RUN(test_binary_gradients);
     RUN(test_binary_low_precision);

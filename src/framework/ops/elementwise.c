@@ -100,22 +100,30 @@ static cml_status div_backward(cml_node *node, const cml_tensor *g, cml_tensor *
     return finish_binary(node, ga, gb, grads);
 }
 
+/* d(a^b)/da = b a^(b-1) and d(a^b)/db = a^b log(a), with PyTorch's values where those
+ * forms give NaN: 0 for da where b == 0 and 0 for db where a == 0. */
 static cml_status pow_backward(cml_node *node, const cml_tensor *g, cml_tensor **grads) {
     const cml_tensor *a = node->inputs[0], *b = node->inputs[1], *out = node->saved[0];
+    cml_tensor *zero = cml_tensor_scalar(0.0, a->dtype, a->storage->device);
     cml_tensor *ga = NULL, *gb = NULL;
-    if (cml__wants_grad(node, 0)) { /* b * a^(b-1) = b * out / a, but a^(b-1) is safe at a = 0 */
+    if (cml__wants_grad(node, 0)) {
         cml_tensor *bm1 = cml_add_scalar(b, -1.0);
         cml_tensor *p = cml_pow(a, bm1);
         cml_tensor *bp = cml_mul(b, p);
-        ga = cml_mul(g, bp);
-        cml_tensor_release_all((cml_tensor *[]){bm1, p, bp}, 3);
+        cml_tensor *b_zero = cml_eq(b, zero);
+        cml_tensor *safe = cml_where(b_zero, zero, bp);
+        ga = cml_mul(g, safe);
+        cml_tensor_release_all((cml_tensor *[]){bm1, p, bp, b_zero, safe}, 5);
     }
-    if (cml__wants_grad(node, 1)) { /* out * log(a) */
+    if (cml__wants_grad(node, 1)) {
         cml_tensor *la = cml_log(a);
         cml_tensor *ol = cml_mul(out, la);
-        gb = cml_mul(g, ol);
-        cml_tensor_release_all((cml_tensor *[]){la, ol}, 2);
+        cml_tensor *a_zero = cml_eq(a, zero);
+        cml_tensor *safe = cml_where(a_zero, zero, ol);
+        gb = cml_mul(g, safe);
+        cml_tensor_release_all((cml_tensor *[]){la, ol, a_zero, safe}, 4);
     }
+    cml_tensor_release(zero);
     return finish_binary(node, ga, gb, grads);
 }
 
