@@ -107,26 +107,8 @@ static __global__ void __launch_bounds__(1024) ce_bwd_words_kernel(void *dlogits
         const size_t off = (size_t)(valid ? row : 0) * (size_t)n;
         uint4 w[KW];
         cml__words_load<DT, KW>(w, (const T *)logits + off, nn, t, G);
-        float m = -INFINITY;
-#pragma unroll
-        for (int k = 0; k < KW; k++)
-            if ((k * G + t) * V < nn) {
-                float v[V];
-                cml__unpack16<DT>(w[k], v);
-#pragma unroll
-                for (int u = 0; u < V; u++) m = cml__max_nan(m, v[u]);
-            }
-        m = cml__group_allreduce(m, G, red_max, cml__max_op());
-        float s = 0.0f;
-#pragma unroll
-        for (int k = 0; k < KW; k++)
-            if ((k * G + t) * V < nn) {
-                float v[V];
-                cml__unpack16<DT>(w[k], v);
-#pragma unroll
-                for (int u = 0; u < V; u++) s += cml__fexp(v[u] - m);
-            }
-        s = cml__group_allreduce(s, G, red_sum, cml__sum_op());
+        float m, s;
+        cml__words_max_sumexp<DT, KW>(w, nn, t, G, red_max, red_sum, m, s);
         const float ls = logf(s), g = nn ? dloss[row] : 0.0f;
 #pragma unroll
         for (int k = 0; k < KW; k++) {
@@ -208,25 +190,8 @@ static __global__ void __launch_bounds__(CML__SM_THREADS, 4)
     const int nl = ignored || is_bad ? 0 : nn; /* ignored and bad rows are not read */
     uint4 w[KW];
     cml__words_load<DT, KW>(w, (const T *)logits + off, nl, t, CML__SM_THREADS);
-    float m = -INFINITY, s = 0.0f;
-#pragma unroll
-    for (int k = 0; k < KW; k++)
-        if ((k * CML__SM_THREADS + t) * V < nl) {
-            float v[V];
-            cml__unpack16<DT>(w[k], v);
-#pragma unroll
-            for (int u = 0; u < V; u++) m = cml__max_nan(m, v[u]);
-        }
-    m = cml__group_allreduce(m, CML__SM_THREADS, red_max, cml__max_op());
-#pragma unroll
-    for (int k = 0; k < KW; k++)
-        if ((k * CML__SM_THREADS + t) * V < nl) {
-            float v[V];
-            cml__unpack16<DT>(w[k], v);
-#pragma unroll
-            for (int u = 0; u < V; u++) s += cml__fexp(v[u] - m);
-        }
-    s = cml__group_allreduce(s, CML__SM_THREADS, red_sum, cml__sum_op());
+    float m, s;
+    cml__words_max_sumexp<DT, KW>(w, nl, t, CML__SM_THREADS, red_max, red_sum, m, s);
     if (t == 0) {
         cml__publish(states + b, cml__ms{m, m == -INFINITY ? 0.0f : s}, sync, row);
         cml__ms a = {NAN, NAN};

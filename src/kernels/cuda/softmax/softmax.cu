@@ -42,26 +42,8 @@ static __global__ void __launch_bounds__(1024) softmax_fwd_words_kernel(void *y,
         const size_t off = (size_t)(valid ? row : 0) * (size_t)n;
         uint4 w[KW];
         cml__words_load<DT, KW>(w, (const T *)x + off, nn, t, G);
-        float m = -INFINITY;
-#pragma unroll
-        for (int k = 0; k < KW; k++)
-            if ((k * G + t) * V < nn) {
-                float v[V];
-                cml__unpack16<DT>(w[k], v);
-#pragma unroll
-                for (int u = 0; u < V; u++) m = cml__max_nan(m, v[u]);
-            }
-        m = cml__group_allreduce(m, G, red_max, cml__max_op());
-        float s = 0.0f;
-#pragma unroll
-        for (int k = 0; k < KW; k++)
-            if ((k * G + t) * V < nn) {
-                float v[V];
-                cml__unpack16<DT>(w[k], v);
-#pragma unroll
-                for (int u = 0; u < V; u++) s += cml__fexp(v[u] - m);
-            }
-        s = cml__group_allreduce(s, G, red_sum, cml__sum_op());
+        float m, s;
+        cml__words_max_sumexp<DT, KW>(w, nn, t, G, red_max, red_sum, m, s);
         const float a = log ? logf(s) : 1.0f / s;
 #pragma unroll
         for (int k = 0; k < KW; k++) {
@@ -208,25 +190,8 @@ static __global__ void __launch_bounds__(CML__SM_THREADS, 4)
     const size_t off = (size_t)row * (size_t)n + (size_t)lo;
     uint4 w[KW];
     cml__words_load<DT, KW>(w, (const T *)x + off, nn, t, CML__SM_THREADS);
-    float m = -INFINITY, s = 0.0f;
-#pragma unroll
-    for (int k = 0; k < KW; k++)
-        if ((k * CML__SM_THREADS + t) * V < nn) {
-            float v[V];
-            cml__unpack16<DT>(w[k], v);
-#pragma unroll
-            for (int u = 0; u < V; u++) m = cml__max_nan(m, v[u]);
-        }
-    m = cml__group_allreduce(m, CML__SM_THREADS, red_max, cml__max_op());
-#pragma unroll
-    for (int k = 0; k < KW; k++)
-        if ((k * CML__SM_THREADS + t) * V < nn) {
-            float v[V];
-            cml__unpack16<DT>(w[k], v);
-#pragma unroll
-            for (int u = 0; u < V; u++) s += cml__fexp(v[u] - m);
-        }
-    s = cml__group_allreduce(s, CML__SM_THREADS, red_sum, cml__sum_op());
+    float m, s;
+    cml__words_max_sumexp<DT, KW>(w, nn, t, CML__SM_THREADS, red_max, red_sum, m, s);
     if (t == 0) {
         cml__publish(states + b, cml__ms{m, m == -INFINITY ? 0.0f : s}, sync, row); /* an all -inf chunk adds 0 */
         cml__ms a = {NAN, NAN};

@@ -27,6 +27,37 @@
  * error (a few ulp) is far below the f32 tolerance, and it keeps the kernels memory-bound. */
 static __device__ __forceinline__ float cml__fexp(float x) { return exp2f(x * 1.4426950408889634f); }
 
+/* The max m and s = sum of exp(x - m) over a row (or chunk) held in registers as KW
+ * packed 16-byte words per thread (nn valid elements, spread over a group of G
+ * threads as cml__words_load left them). Two group-wide reductions, so every thread
+ * of the group calls it; all of them get m and s. */
+template <int DT, int KW>
+static __device__ __forceinline__ void cml__words_max_sumexp(const uint4 (&w)[KW], int nn, int t, int G,
+                                                             float *red_max, float *red_sum, float &m_out,
+                                                             float &s_out) {
+    constexpr int V = cml__words<DT>::V;
+    float m = -INFINITY, s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < KW; k++)
+        if ((k * G + t) * V < nn) {
+            float v[V];
+            cml__unpack16<DT>(w[k], v);
+#pragma unroll
+            for (int u = 0; u < V; u++) m = cml__max_nan(m, v[u]);
+        }
+    m = cml__group_allreduce(m, G, red_max, cml__max_op());
+#pragma unroll
+    for (int k = 0; k < KW; k++)
+        if ((k * G + t) * V < nn) {
+            float v[V];
+            cml__unpack16<DT>(w[k], v);
+#pragma unroll
+            for (int u = 0; u < V; u++) s += cml__fexp(v[u] - m);
+        }
+    m_out = m;
+    s_out = cml__group_allreduce(s, G, red_sum, cml__sum_op());
+}
+
 /* Running max m and s = sum of exp(x - m) over the elements seen. */
 struct cml__ms {
     float m, s;
