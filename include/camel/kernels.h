@@ -166,18 +166,55 @@ cml_status cml_gather_bwd(cml_ctx *ctx, void *dx, const void *dy, const int64_t 
 
 typedef enum cml_op { CML_OP_N = 0, CML_OP_T = 1 } cml_op;
 
+/* The activation applied last, to z = alpha * sa * op(A) op(B) * sb + beta * C + bias. */
 typedef enum cml_epilogue {
     CML_EPILOGUE_NONE = 0,
     CML_EPILOGUE_RELU,
-    CML_EPILOGUE_GELU_TANH
+    CML_EPILOGUE_GELU_TANH,
+    /* D = gelu_tanh(z) and aux = z (the pre-activation, in d_dtype) for the backward */
+    CML_EPILOGUE_GELU_TANH_AUX,
+    /* D = z * gelu_tanh'(aux): the backward of GELU fused into the GEMM that produces
+     * the gradient of its output; aux (read, d_dtype) holds the saved pre-activation */
+    CML_EPILOGUE_DGELU_TANH
 } cml_epilogue;
 
-/* D = act(alpha * op(A) op(B) + beta * C + bias), row-major storage.
+/* Which axis of D a bias vector runs along. */
+typedef enum cml_bias_axis {
+    CML_BIAS_PER_COLUMN = 0, /* bias[n], length N: the Linear layer's bias (the default) */
+    CML_BIAS_PER_ROW = 1     /* bias[m], length M */
+} cml_bias_axis;
+
+/* How an operand is scaled (f32 scale factors; fp8 inputs use them, any dtype may). */
+typedef enum cml_scale_mode {
+    CML_SCALE_NONE = 0,   /* factor 1; the scale pointer is ignored */
+    CML_SCALE_TENSOR = 1, /* one factor, scale[0] */
+    CML_SCALE_VECTOR = 2  /* a_scale[m] per row of op(A) (M), b_scale[n] per column of op(B) (N) */
+} cml_scale_mode;
+
+/* The arithmetic used for f32 inputs. */
+typedef enum cml_gemm_math {
+    CML_GEMM_MATH_DEFAULT = 0, /* exact f32 products (CUDA cores); the default */
+    CML_GEMM_MATH_TF32 = 1     /* opt-in: f32 inputs rounded to tf32 on tensor cores (~1e-3 relative) */
+} cml_gemm_math;
+
+/* D = act(alpha * sa * op(A) op(B) * sb + beta * C + bias), row-major storage.
  * op(A) is M x K, op(B) is K x N, C and D are M x N. Leading dimensions are
  * row strides of the stored matrices (A stored K-wide when op_a = N, M-wide
  * when T). Strided batches: batch >= 1 with element strides per matrix
  * (0 broadcasts one matrix to every batch). C may be NULL when beta == 0 and
- * may alias D. bias (N, in d_dtype) may be NULL. */
+ * may alias D (same ld and stride). Inputs: f32, f16, bf16, f8e4m3, f8e5m2
+ * (a_dtype and b_dtype may differ on the CPU; the GPU fast paths need them equal);
+ * C and D: f32, f16 or bf16. Accumulation is in f32.
+ *
+ * Pointers are device pointers of ctx's device (host pointers on the CPU):
+ *   bias      (N or M by bias_axis, d_dtype), may be NULL; the same for every batch.
+ *   a_scale   (1 or M, f32) and b_scale (1 or N, f32) by their modes.
+ *   aux       (M x N, d_dtype, row stride ldaux, batch stride stride_aux): written by
+ *             CML_EPILOGUE_GELU_TANH_AUX, read by CML_EPILOGUE_DGELU_TANH, else unused.
+ *   dbias     when non-NULL, also dbias[b*M + m] = sum_k sa * op(A)[m,k] (d_dtype): the
+ *             bias gradient of a backward GEMM dW = dY^T X (op_a = T, A = dY); summed
+ *             in a fixed order. (M per batch, batches one after another.)
+ * Use cml_gemm_desc_init (or cml_gemm_desc_f32) to fill every field, then change what differs. */
 typedef struct cml_gemm_desc {
     cml_op op_a, op_b;
     int64_t M, N, K;
@@ -188,14 +225,39 @@ typedef struct cml_gemm_desc {
     float alpha, beta;
     const void *bias;
     cml_epilogue epilogue;
+    cml_bias_axis bias_axis;
+    cml_gemm_math math;
+    cml_scale_mode a_scale_mode, b_scale_mode;
+    const float *a_scale, *b_scale;
+    void *aux;
+    int64_t ldaux, stride_aux;
+    void *dbias;
 } cml_gemm_desc;
 
-/* A descriptor for a plain f32 batch of row-major contiguous matrices. */
+/* A descriptor for a batch of row-major contiguous matrices of the given dtypes
+ * (a/b inputs, c/d outputs): alpha 1, beta 0, no bias, scales, aux or dbias. */
+cml_gemm_desc cml_gemm_desc_init(cml_op op_a, cml_op op_b, int64_t M, int64_t N, int64_t K, int64_t batch,
+                                 cml_dtype ab_dtype, cml_dtype cd_dtype);
+/* cml_gemm_desc_init with every dtype f32. */
 cml_gemm_desc cml_gemm_desc_f32(cml_op op_a, cml_op op_b, int64_t M, int64_t N, int64_t K,
                                 int64_t batch);
 
+/* Runs one GEMM (batched when desc->batch > 1) on ctx's device and stream.
+ * Deterministic: the same inputs give bitwise-identical D on the same device. */
 cml_status cml_gemm(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, const void *A,
                     const void *B, const void *C);
+
+/* Bytes of scratch memory cml_gemm may take from ctx's workspace for desc
+ * (cml_ctx_workspace grows on demand; reserving this much up front keeps a
+ * training step free of allocations). */
+cml_status cml_gemm_workspace_size(cml_ctx *ctx, const cml_gemm_desc *desc, size_t *bytes);
+
+/* Grouped GEMM: count independent problems of different sizes in one launch on
+ * the GPU (a loop on the CPU). descs[i] describes problem i (batch must be 1);
+ * every problem must share op_a, op_b, dtypes, math and epilogue. D, A, B, C are
+ * host arrays of count pointers each (C may be NULL when every beta is 0). */
+cml_status cml_gemm_grouped(cml_ctx *ctx, const cml_gemm_desc *descs, int64_t count, void *const *D,
+                            const void *const *A, const void *const *B, const void *const *C);
 
 /* ---- dropout ---------------------------------------------------------------- */
 

@@ -1,5 +1,7 @@
 /* GEMM: D = act(alpha * op(A) op(B) + beta * C + bias), strided batches.
  * Descriptor helper, argument validation and device dispatch. */
+#include <string.h>
+
 #include "camel/kernels.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/kernel_check.h"
@@ -7,29 +9,40 @@
 #include "kernels/cuda/cuda_kernels.h"
 #endif
 
-cml_gemm_desc cml_gemm_desc_f32(cml_op op_a, cml_op op_b, int64_t M, int64_t N, int64_t K,
-                                int64_t batch) {
+cml_gemm_desc cml_gemm_desc_init(cml_op op_a, cml_op op_b, int64_t M, int64_t N, int64_t K, int64_t batch,
+                                 cml_dtype ab_dtype, cml_dtype cd_dtype) {
     cml_gemm_desc d;
+    memset(&d, 0, sizeof d); /* every option off: no bias, scales, aux, dbias */
     d.op_a = op_a;
     d.op_b = op_b;
     d.M = M;
     d.N = N;
     d.K = K;
-    d.a_dtype = d.b_dtype = d.c_dtype = d.d_dtype = CML_F32;
+    d.a_dtype = d.b_dtype = ab_dtype;
+    d.c_dtype = d.d_dtype = cd_dtype;
     d.lda = op_a == CML_OP_N ? K : M; /* A stored M x K, or K x M when transposed */
     d.ldb = op_b == CML_OP_N ? N : K; /* B stored K x N, or N x K when transposed */
     d.ldc = N;
     d.ldd = N;
+    d.ldaux = N;
     d.batch = batch;
     d.stride_a = M * K;
     d.stride_b = K * N;
     d.stride_c = M * N;
     d.stride_d = M * N;
+    d.stride_aux = M * N;
     d.alpha = 1.0f;
     d.beta = 0.0f;
-    d.bias = NULL;
     d.epilogue = CML_EPILOGUE_NONE;
+    d.bias_axis = CML_BIAS_PER_COLUMN;
+    d.math = CML_GEMM_MATH_DEFAULT;
+    d.a_scale_mode = d.b_scale_mode = CML_SCALE_NONE;
     return d;
+}
+
+cml_gemm_desc cml_gemm_desc_f32(cml_op op_a, cml_op op_b, int64_t M, int64_t N, int64_t K,
+                                int64_t batch) {
+    return cml_gemm_desc_init(op_a, op_b, M, N, K, batch, CML_F32, CML_F32);
 }
 
 /* ld is the row stride of a stored rows x cols matrix: it must be >= cols. */
