@@ -66,8 +66,26 @@ cml_status cml__where_fwd_cuda(cml_ctx *ctx, void *y, const cml_layout *y_layout
                                const uint8_t *cond, const cml_layout *cond_layout, const void *a,
                                const cml_layout *a_layout, const void *b, const cml_layout *b_layout);
 
-/* ---- gemm/gemm_cublas.cu: TEMPORARY cuBLAS stand-in (f32 only) until our own Hopper GEMM ---- */
+/* ---- gemm/ ----
+ * cml__gemm_cuda (gemm/gemm_dispatch.cu) takes a validated descriptor and picks a path:
+ *   1. cml__gemm_sm90   (gemm/gemm_sm90.cu): Hopper wgmma + TMA, 16-bit (and tf32/fp8) inputs
+ *      whose pointers and leading dimensions meet TMA's 16-byte rules;
+ *   2. cml__gemm_f32    (gemm/gemm_f32.cu): exact f32 on CUDA cores, tuned (register and warp tiling);
+ *   3. cml__gemm_simt   (gemm/gemm_simt.cu): any dtype, layout, alignment: always correct.
+ * Each *_takes predicate says, without launching anything, whether that path handles the
+ * problem; each path applies the whole epilogue (gemm/gemm_epilogue.cuh). dbias is a
+ * separate deterministic reduction run by the dispatcher. */
 cml_status cml__gemm_cuda(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, const void *A, const void *B,
+                          const void *C);
+bool cml__gemm_sm90_takes(const cml_ctx *ctx, const cml_gemm_desc *desc, const void *D, const void *A,
+                          const void *B, const void *C);
+cml_status cml__gemm_sm90(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, const void *A, const void *B,
+                          const void *C);
+bool cml__gemm_f32_takes(const cml_ctx *ctx, const cml_gemm_desc *desc, const void *D, const void *A,
+                         const void *B, const void *C);
+cml_status cml__gemm_f32(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, const void *A, const void *B,
+                         const void *C);
+cml_status cml__gemm_simt(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, const void *A, const void *B,
                           const void *C);
 
 /* ---- index/index.cu ----
