@@ -99,6 +99,21 @@ cml_status cml_copy(cml_ctx *ctx, void *y, const cml_layout *y_layout, cml_dtype
 /* y = value for every element of y's layout. */
 cml_status cml_fill(cml_ctx *ctx, void *y, const cml_layout *y_layout, cml_dtype dtype, double value);
 
+/* Scaled fp8 conversion of n contiguous elements, for fp8 training with per-tensor scales.
+ * One of y_dtype / x_dtype is f8e4m3 or f8e5m2, the other f32, f16 or bf16:
+ *   to fp8:   y = saturate(x * scale): round to nearest even; a product beyond the
+ *             largest finite value (448 e4m3, 57344 e5m2), infinities included,
+ *             becomes that value with its sign;
+ *   from fp8: y = x * scale, rounded to y's dtype (nearest even).
+ * The product is one f32 multiplication; a NaN product is stored as y's quiet NaN
+ * with the sign bit sign(x) ^ sign(scale). scale points to one f32 on ctx's device,
+ * read by the kernel (so a scale computed on the device needs no host round trip);
+ * NULL means 1. amax, when not NULL, is one f32 on the device set to max |x| over
+ * the input before scaling (NaN if any x is NaN, 0 when n == 0), for delayed scaling;
+ * it is reduced in a fixed order without atomics. y must not overlap x. */
+cml_status cml_convert_scaled(cml_ctx *ctx, void *y, cml_dtype y_dtype, const void *x, cml_dtype x_dtype,
+                              int64_t n, const float *scale, float *amax);
+
 /* ---- reductions ---------------------------------------------------------- */
 
 typedef enum cml_reduce_op {
@@ -194,7 +209,8 @@ typedef enum cml_scale_mode {
 /* The arithmetic used for f32 inputs. */
 typedef enum cml_gemm_math {
     CML_GEMM_MATH_DEFAULT = 0, /* exact f32 products (CUDA cores); the default */
-    CML_GEMM_MATH_TF32 = 1     /* opt-in: f32 inputs rounded to tf32 on tensor cores (~1e-3 relative) */
+    CML_GEMM_MATH_TF32 = 1     /* opt-in: f32 inputs rounded to tf32 on tensor cores (~1e-3 relative);
+                                * the CPU rounds them the same way (to nearest, ties away) */
 } cml_gemm_math;
 
 /* D = act(alpha * sa * op(A) op(B) * sb + beta * C + bias), row-major storage.
@@ -203,7 +219,7 @@ typedef enum cml_gemm_math {
  * when T). Strided batches: batch >= 1 with element strides per matrix
  * (0 broadcasts one matrix to every batch). C may be NULL when beta == 0 and
  * may alias D (same ld and stride). Inputs: f32, f16, bf16, f8e4m3, f8e5m2
- * (a_dtype and b_dtype may differ on the CPU; the GPU fast paths need them equal);
+ * (a_dtype and b_dtype may differ: the GPU's fast paths need them equal, its always-correct path does not);
  * C and D: f32, f16 or bf16. Accumulation is in f32.
  *
  * Pointers are device pointers of ctx's device (host pointers on the CPU):
@@ -254,7 +270,7 @@ cml_status cml_gemm_workspace_size(cml_ctx *ctx, const cml_gemm_desc *desc, size
 
 /* Grouped GEMM: count independent problems of different sizes in one launch on
  * the GPU (a loop on the CPU). descs[i] describes problem i (batch must be 1);
- * every problem must share op_a, op_b, dtypes, math and epilogue. D, A, B, C are
+ * every problem must share op_a, op_b, dtypes, math, scale modes and epilogue. D, A, B, C are
  * host arrays of count pointers each (C may be NULL when every beta is 0). */
 cml_status cml_gemm_grouped(cml_ctx *ctx, const cml_gemm_desc *descs, int64_t count, void *const *D,
                             const void *const *A, const void *const *B, const void *const *C);
@@ -279,6 +295,69 @@ cml_status cml_adam_update(cml_ctx *ctx, float *param, const float *grad, float 
                            int64_t n, float lr, float beta1, float beta2, float eps,
                            float weight_decay, bool decoupled, int64_t step);
 
+/* ---- multi-tensor (fused) optimizers: every parameter in one launch ---------------
+ *
+ * A cml_param_list holds the buffers of many parameters for one context. On CUDA it
+ * keeps a device-resident table of their pointers and sizes, cut into work chunks of
+ * CML_PARAM_CHUNK elements, uploaded (queued on the stream, from pinned memory) only
+ * when cml_param_list_set is given slices that differ from the current ones: steps
+ * over an unchanged list copy nothing to the device and never wait for it. The list
+ * also owns its scratch (per-chunk partial sums) and the last global gradient norm
+ * and clip coefficient, in the device's memory. These are the only buffers the
+ * kernel layer allocates besides the context's workspace; the caller owns the list
+ * (cml_param_list_destroy) and everything the slices point to. */
+
+#define CML_PARAM_CHUNK 16384
+
+typedef struct cml_param_slice {
+    float *param;      /* (n) */
+    const float *grad; /* (n) */
+    float *m;          /* (n) SGD's momentum buffer or Adam's exp_avg; NULL when unused */
+    float *v;          /* (n) Adam's exp_avg_sq; NULL for SGD */
+    int64_t n;         /* >= 0 */
+} cml_param_slice;
+
+typedef struct cml_param_list cml_param_list;
+
+/* An empty list on ctx's device (ctx must outlive it). */
+cml_status cml_param_list_create(cml_ctx *ctx, cml_param_list **out);
+/* Replaces the list's slices with a copy of slices[0..count). Uploads the table when
+ * they differ from the current ones (*changed, which may be NULL, says whether they
+ * did); work already queued that uses the old table is not disturbed. */
+cml_status cml_param_list_set(cml_param_list *list, const cml_param_slice *slices, int count,
+                              bool *changed);
+int cml_param_list_count(const cml_param_list *list);
+/* Frees the list (NULL is a no-op). Its device memory is released in stream order,
+ * so work already queued with it still completes correctly. */
+void cml_param_list_destroy(cml_param_list *list);
+
+/* The global L2 norm of every slice's grad, sqrt(sum grad^2), and the clip coefficient
+ * min(1, max_norm / (norm + 1e-6)) rounded to f32 (1 when the norm is not finite, so
+ * that a NaN/inf norm scales nothing, as cml_clip_grad_norm), kept in the list.
+ * Deterministic and identical on the CPU and the GPU: squares summed in float64 in a
+ * fixed order (per chunk, then the chunks' partials, each by a fixed tree), no
+ * atomics; on CUDA two launches and no host synchronization. max_norm: finite, >= 0. */
+cml_status cml_param_list_grad_norm(cml_ctx *ctx, cml_param_list *list, double max_norm);
+/* Copies the last norm to the host (on CUDA this waits for ctx's stream: ask only
+ * when the value is needed, e.g. for a log line). Fails before any norm was computed. */
+cml_status cml_param_list_read_norm(cml_ctx *ctx, const cml_param_list *list, double *norm);
+/* Where the last clip coefficient lives (an f32 in ctx's device memory; host memory on
+ * the CPU), to pass as clip_coef below; valid until the list is destroyed, its value
+ * set by cml_param_list_grad_norm (1 before the first). */
+const float *cml_param_list_clip_coef(const cml_param_list *list);
+
+/* Fused updates of every slice of list, with cml_sgd_update's / cml_adam_update's
+ * arithmetic bit for bit (the same results as calling them slice by slice). clip_coef
+ * (NULL for none) is an f32 in ctx's memory that every grad is multiplied by (in f32)
+ * before use, as if the grads had been clipped in place first; the grads themselves are
+ * not changed. SGD needs m in every slice when momentum > 0; Adam needs m and v. */
+cml_status cml_sgd_update_multi(cml_ctx *ctx, const cml_param_list *list, float lr, float momentum,
+                                bool nesterov, float weight_decay, bool first_step,
+                                const float *clip_coef);
+cml_status cml_adam_update_multi(cml_ctx *ctx, const cml_param_list *list, float lr, float beta1,
+                                 float beta2, float eps, float weight_decay, bool decoupled,
+                                 int64_t step, const float *clip_coef);
+
 /* ---- normalization ------------------------------------------------------------ */
 
 /* LayerNorm over the last dim of contiguous x (rows, C):
@@ -293,6 +372,19 @@ cml_status cml_layernorm_fwd(cml_ctx *ctx, void *y, float *mean, float *rstd, co
 cml_status cml_layernorm_bwd(cml_ctx *ctx, void *dx, void *dgamma, void *dbeta, const void *dy,
                              const void *x, const void *gamma, const float *mean, const float *rstd,
                              int64_t rows, int64_t C, cml_dtype dtype);
+
+/* RMSNorm over the last dim of contiguous x (rows, C):
+ *   y = x * rstd * gamma,  rstd = 1 / sqrt(mean(x^2) + eps).
+ * rstd (f32, rows) is written for the backward and may be NULL; gamma (C, same
+ * dtype as x) may be NULL (1). f32 math whatever the storage dtype. */
+cml_status cml_rmsnorm_fwd(cml_ctx *ctx, void *y, float *rstd, const void *x, const void *gamma,
+                           int64_t rows, int64_t C, float eps, cml_dtype dtype);
+/* With xhat = x * rstd and g = dy * gamma:
+ *   dx = rstd * (g - xhat * mean(g * xhat)),  dgamma[c] = sum_r dy[r,c] * xhat[r,c].
+ * dgamma (C) is overwritten (not accumulated), may be NULL, and is summed over rows in
+ * a fixed order (deterministic). dx may alias dy. */
+cml_status cml_rmsnorm_bwd(cml_ctx *ctx, void *dx, void *dgamma, const void *dy, const void *x,
+                           const void *gamma, const float *rstd, int64_t rows, int64_t C, cml_dtype dtype);
 
 /* BatchNorm over (N, C, HW) in NCHW (channels_last = false) or (N, HW, C) in NHWC.
  * Training: batch statistics (biased var for normalizing, unbiased for the running

@@ -62,6 +62,11 @@ cml_tensor *cml_argmax(const cml_tensor *x, int dim, bool keepdim);
  * promoted and the added dim removed, leading (batch) dims broadcast. */
 cml_tensor *cml_matmul(const cml_tensor *a, const cml_tensor *b);
 
+/* y = x weight^T + bias: x (..., in), weight (out, in), bias (out) or NULL ->
+ * (..., out), one dtype. One GEMM with the bias added in its epilogue; the
+ * backward gets the weight and bias gradients from one GEMM (dbias). */
+cml_tensor *cml_linear(const cml_tensor *x, const cml_tensor *weight, const cml_tensor *bias);
+
 /* ---- softmax and losses ----------------------------------------------------------- */
 
 cml_tensor *cml_softmax(const cml_tensor *x, int dim);
@@ -102,6 +107,9 @@ cml_tensor *cml_dropout(const cml_tensor *x, float p, bool training, cml_rng *rn
 
 /* LayerNorm over the last dim; gamma and beta (C) may be NULL. */
 cml_tensor *cml_layer_norm(const cml_tensor *x, const cml_tensor *gamma, const cml_tensor *beta, float eps);
+
+/* RMSNorm over the last dim: x / sqrt(mean(x^2) + eps) * gamma; gamma (C) may be NULL. */
+cml_tensor *cml_rms_norm(const cml_tensor *x, const cml_tensor *gamma, float eps);
 
 /* Embedding lookup: weight (V, C), indices (any shape, i64/i32) -> (..., C). The
  * backward sums rows in index order (deterministic). */

@@ -43,6 +43,21 @@ int cml__cuda_sm_count(int device) {
     return cached[device];
 }
 
+int cml__cuda_arch(int device) {
+    static int cached[CML__MAX_CUDA_DEVICES];
+    if (device < 0 || device >= CML__MAX_CUDA_DEVICES) return 0;
+    if (cached[device] == 0) {
+        int major = 0, minor = 0;
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return 0;
+        }
+        cached[device] = major * 10 + minor;
+    }
+    return cached[device];
+}
+
 cml_status cml__cuda_ctx_init(cml_ctx *ctx) {
     static const char fn[] = "cml_ctx_create";
     int n = 0;
@@ -98,6 +113,7 @@ cml_status cml__cuda_error(int err, const char *fn, const char *call) {
 }
 cml_status cml__cuda_activate(const cml_ctx *ctx) { return no_cuda("cml_ctx"); }
 int cml__cuda_sm_count(int device) { return 0; }
+int cml__cuda_arch(int device) { return 0; }
 cml_status cml__cuda_ctx_init(cml_ctx *ctx) { return no_cuda("cml_ctx_create"); }
 void cml__cuda_ctx_fini(cml_ctx *ctx) {}
 cml_status cml__cuda_stream_sync(cml_ctx *ctx, const char *fn) { return no_cuda(fn); }

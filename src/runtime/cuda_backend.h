@@ -30,6 +30,8 @@ cml_status cml__cuda_activate(const cml_ctx *ctx);
 
 /* Number of multiprocessors of a device (cached); 0 when it cannot be read. */
 int cml__cuda_sm_count(int device);
+/* Compute capability major * 10 + minor of a device (cached; 90 for Hopper); 0 when unknown. */
+int cml__cuda_arch(int device);
 
 /* Context set-up for a CUDA device: selects it and creates ctx->stream (non-blocking). */
 cml_status cml__cuda_ctx_init(cml_ctx *ctx);

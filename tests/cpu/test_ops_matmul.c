@@ -1,6 +1,8 @@
 /* cml_matmul (torch.matmul semantics): 1-d promotion, broadcast batch dims,
  * transposed and sliced operands, against a float64 reference (relative
- * error < 1e-5), gradients by finite differences, and the error paths. */
+ * error < 1e-5), gradients by finite differences, and the error paths; and
+ * cml_linear (x W^T + b, bias fused into the GEMM, dW and db from one GEMM):
+ * values, gradients of every input subset, leading dims and the errors. */
 #include "framework_test_util.h"
 
 /* The float64 reference of torch.matmul; returns the values and sets the result shape. */
@@ -242,6 +244,100 @@ static void test_matmul_errors(void) {
     FT_RELEASE(a, b, c, d, h, i, s);
 }
 
+
+/* cml_linear: y = x W^T + b against float64, for 1-d, 2-d and 3-d x, a transposed W view, no bias. */
+static void test_linear_forward(void) {
+    cml_rng rng;
+    cml_rng_init(&rng, FT_SEED + 30);
+    static const ft_shape xs[] = {{1, {7}}, {2, {5, 7}}, {3, {2, 3, 7}}, {2, {1, 7}}};
+    for (int c = 0; c < 4; c++)
+        for (int v = 0; v < 3; v++) {
+            const int64_t out = 9, ws[2] = {out, 7}, wts[2] = {7, out};
+            cml_tensor *x = ft_make(xs[c].ndim, xs[c].d, c == 2 ? FT_PERMUTED : FT_CONTIG, FT_UNIFORM(-1, 1), &rng);
+            /* v == 1: W is the transpose of a stored (in, out) matrix */
+            cml_tensor *wstore = v == 1 ? ft_make(2, wts, FT_CONTIG, FT_UNIFORM(-1, 1), &rng)
+                                        : ft_make(2, ws, FT_CONTIG, FT_UNIFORM(-1, 1), &rng);
+            cml_tensor *w = v == 1 ? cml_transpose(wstore, 0, 1) : cml_tensor_retain(wstore);
+            cml_tensor *b = v == 2 ? NULL : ft_make(1, &out, FT_CONTIG, FT_UNIFORM(-1, 1), &rng);
+            cml_tensor *y = cml_linear(x, w, b);
+            CHECK_NOT_NULL(y);
+            double *vx = ft_read(x), *vw = ft_read(w), *vb = b ? ft_read(b) : NULL;
+            int64_t rows = ft_numel(xs[c].ndim, xs[c].d) / 7;
+            double *ref = ft_malloc(sizeof(double) * (size_t)(rows * out));
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t o = 0; o < out; o++) {
+                    double acc = vb ? vb[o] : 0;
+                    for (int64_t k = 0; k < 7; k++) acc += vx[r * 7 + k] * vw[o * 7 + k];
+                    ref[r * out + o] = acc;
+                }
+            int64_t yshape[CML_MAX_DIMS];
+            memcpy(yshape, xs[c].d, sizeof(int64_t) * (size_t)xs[c].ndim);
+            yshape[xs[c].ndim - 1] = out;
+            if (y) FT_CHECK_CLOSE(y, xs[c].ndim, yshape, ref, 1e-5, "linear");
+            free(vx);
+            free(vw);
+            free(vb);
+            free(ref);
+            FT_RELEASE(x, wstore, w, b, y);
+        }
+}
+
+typedef struct linear_gc {
+    bool bias, transpose_w;
+} linear_gc;
+
+static cml_tensor *linear_gc_fn(cml_tensor *const *in, int n, void *user) {
+    const linear_gc *u = user;
+    cml_tensor *w = u->transpose_w ? cml_transpose(in[1], 0, 1) : cml_tensor_retain(in[1]);
+    cml_tensor *y = cml_linear(in[0], w, u->bias ? in[2] : NULL);
+    FT_RELEASE(w);
+    return y;
+}
+
+/* Gradients of x, W and b by finite differences; every subset of them wanting a
+ * gradient (the fused db needs dW; db alone is a reduction). */
+static void test_linear_gradients(void) {
+    cml_rng rng;
+    cml_rng_init(&rng, FT_SEED + 31);
+    static const ft_shape xs[] = {{2, {5, 4}}, {3, {2, 3, 4}}, {1, {4}}};
+    for (int c = 0; c < 3; c++)
+        for (int v = 0; v < 8; v++) {
+            linear_gc u = {v % 4 != 3, v >= 4};
+            const int64_t out = 3, ws[2] = {out, 4}, wts[2] = {4, out};
+            cml_tensor *in[3] = {ft_leaf(xs[c].ndim, xs[c].d, FT_UNIFORM(-1, 1), &rng),
+                                 ft_leaf(2, u.transpose_w ? wts : ws, FT_UNIFORM(-1, 1), &rng),
+                                 ft_leaf(1, &out, FT_UNIFORM(-1, 1), &rng)};
+            int mask = (v % 4) == 0 ? 7 : (v % 4) == 1 ? 5 : (v % 4) == 2 ? 6 : 3; /* which inputs want grad */
+            for (int i = 0; i < 3; i++) cml_tensor_set_requires_grad(in[i], (mask >> i) & 1);
+            char what[96];
+            snprintf(what, sizeof what, "linear x%dd variant %d", xs[c].ndim, v);
+            FT_GRADCHECK(linear_gc_fn, in, u.bias ? 3 : 2, &u, what);
+            FT_RELEASE(in[0], in[1], in[2]);
+        }
+}
+
+static void test_linear_errors(void) {
+    int64_t s34[2] = {3, 4}, s54[2] = {5, 4}, s5[1] = {5}, s6[1] = {6}, s45[2] = {4, 5};
+    cml_tensor *x = cml_tensor_ones(2, s34, CML_F32, CML_DEVICE_CPU), *w = cml_tensor_ones(2, s54, CML_F32, CML_DEVICE_CPU);
+    cml_tensor *b = cml_tensor_ones(1, s5, CML_F32, CML_DEVICE_CPU), *b6 = cml_tensor_ones(1, s6, CML_F32, CML_DEVICE_CPU);
+    cml_tensor *wbad = cml_tensor_ones(2, s45, CML_F32, CML_DEVICE_CPU), *bh = cml_tensor_ones(1, s5, CML_BF16, CML_DEVICE_CPU);
+    cml_tensor *y = cml_linear(x, w, b);
+    CHECK(y && cml_tensor_ndim(y) == 2 && cml_tensor_shape(y)[1] == 5);
+    cml_clear_error();
+    CHECK(cml_linear(x, wbad, NULL) == NULL);
+    CHECK_ERROR(CML_ERR_SHAPE, "cml_linear: x [3, 4] must end in in_features and weight [4, 5] must be");
+    cml_clear_error();
+    CHECK(cml_linear(x, w, b6) == NULL);
+    CHECK_ERROR(CML_ERR_SHAPE, "cml_linear: bias [6] must be (out_features) = (5)");
+    cml_clear_error();
+    CHECK(cml_linear(x, w, bh) == NULL);
+    CHECK_ERROR(CML_ERR_DTYPE, "cml_linear: x (f32), weight (f32) and bias (bf16) must share one dtype");
+    cml_clear_error();
+    CHECK(cml_linear(NULL, w, b) == NULL);
+    CHECK_ERROR(CML_ERR_INVALID_ARG, "cml_linear: input 0 is NULL");
+    FT_RELEASE(x, w, b, b6, wbad, bh, y);
+}
+
 int main(void) {
     RUN(test_matmul_forward);
     RUN(test_matmul_empty);
@@ -249,5 +345,8 @@ int main(void) {
     RUN(test_matmul_gradients);
     RUN(test_matmul_records);
     RUN(test_matmul_errors);
+    RUN(test_linear_forward);
+    RUN(test_linear_gradients);
+    RUN(test_linear_errors);
     return th_finish();
 }

@@ -1,5 +1,5 @@
 /* GPU tests of the kernels the training path needs beyond the element-wise,
- * reduction and softmax families: cml_gemm (the temporary cuBLAS stand-in),
+ * reduction and softmax families: cml_gemm (f32: the exact CUDA-core path),
  * cml_unary_bwd, cml_where_fwd, cml_index_select_fwd/bwd, cml_gather_fwd/bwd,
  * cml_sgd_update, cml_adam_update and cml_dropout_fwd, each against the CPU on
  * random inputs (outputs poisoned, or reset for the accumulating ones, before

@@ -32,33 +32,8 @@ static cml_tensor *linear_forward(cml_module *m, const cml_tensor *x) {
                    cml_dtype_name(x->dtype), cml_dtype_name(l->weight->dtype));
         return NULL;
     }
-    /* Leading dims are folded into one GEMM of (rows, in) x (in, out): one
-     * large product, and dW comes out of a single x^T dy with no per-batch
-     * partial sums to reduce. */
-    int64_t shape[CML_MAX_DIMS];
-    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
-    cml_tensor *x2 = NULL;
-    if (x->ndim > 2) {
-        int64_t rows = cml_tensor_numel(x) / l->in_features;
-        x2 = cml_reshape(x, 2, (const int64_t[]){rows, l->in_features});
-    } else {
-        x2 = cml_tensor_retain((cml_tensor *)x);
-    }
-    cml_tensor *wt = cml_transpose(l->weight, 0, 1); /* (in, out) view */
-    cml_tensor *y = x2 && wt ? cml_matmul(x2, wt) : NULL;
-    cml_tensor_release_all((cml_tensor *[]){x2, wt}, 2);
-    if (y && l->bias) {
-        cml_tensor *yb = cml_add(y, l->bias);
-        cml_tensor_release(y);
-        y = yb;
-    }
-    if (y && x->ndim > 2) {
-        shape[x->ndim - 1] = l->out_features;
-        cml_tensor *yr = cml_reshape(y, x->ndim, shape);
-        cml_tensor_release(y);
-        y = yr;
-    }
-    return y;
+    /* one GEMM with the bias fused (cml_linear folds leading dims into its rows) */
+    return cml_linear(x, l->weight, l->bias);
 }
 
 static const cml_module_ops linear_ops = {"Linear", linear_forward, NULL};

@@ -1,5 +1,7 @@
 /* matmul with torch.matmul semantics (1-d promotion, broadcast batch dims),
- * lowered to one strided-batched cml_gemm call, and its backward rule. */
+ * lowered to one strided-batched cml_gemm call, and its backward rule; and
+ * linear (y = x W^T + b) as one GEMM with the bias in its epilogue, whose
+ * backward computes dW and the bias gradient in one GEMM (dbias). */
 #include <string.h>
 
 #include "camel/ops.h"
@@ -166,4 +168,128 @@ cml_tensor *cml_matmul(const cml_tensor *a, const cml_tensor *b) {
         out = s;
     }
     return out;
+}
+
+/* ---- linear ------------------------------------------------------------------ */
+
+static cml_op flip(cml_op op) { return op == CML_OP_N ? CML_OP_T : CML_OP_N; }
+
+/* A 2-d tensor as a GEMM operand (a contiguous copy only when neither its rows nor its columns are). */
+static cml_status describe_2d(const cml_tensor *t, gemm_operand *g) {
+    const int64_t no_batch[1] = {1};
+    bool prev = cml_set_grad_enabled(false);
+    cml_status s = describe(t, 0, no_batch, g);
+    cml_set_grad_enabled(prev);
+    return s;
+}
+
+/* One GEMM D (M x N, new, contiguous) = op(a) op(b) [+ bias per column], with
+ * dbias (M, may be NULL) = the row sums of op(a); the operands are 2-d tensors
+ * described by ga and gb, op_a/op_b possibly flipped by the caller. */
+static cml_status gemm_2d(cml_tensor *out, const gemm_operand *ga, cml_op op_a, const gemm_operand *gb, cml_op op_b,
+                          int64_t K, const cml_tensor *bias, cml_tensor *dbias) {
+    int64_t M = out->shape[0], N = out->shape[1];
+    if (M * N == 0) return CML_OK; /* (a dbias then has M = 0 elements too) */
+    cml_gemm_desc d = cml_gemm_desc_init(op_a, op_b, M, N, K, 1, out->dtype, out->dtype);
+    d.lda = ga->ld;
+    d.ldb = gb->ld;
+    d.bias = bias ? cml_tensor_data(bias) : NULL;
+    d.dbias = dbias ? cml_tensor_data(dbias) : NULL;
+    return cml_gemm(cml__ctx(out), &d, cml_tensor_data(out), cml_tensor_data(ga->t), cml_tensor_data(gb->t), NULL);
+}
+
+/* dx = g W, dW = g^T x with db = column sums of g in the same GEMM (when dW is
+ * wanted and not empty; else db is a plain reduction). */
+static cml_status linear_backward(cml_node *node, const cml_tensor *g, cml_tensor **grads) {
+    const cml_tensor *x = node->inputs[0], *w = node->inputs[1];
+    const int64_t rows = x->shape[0], in = x->shape[1], out = w->shape[0];
+    const bool want_x = cml__wants_grad(node, 0), want_w = cml__wants_grad(node, 1);
+    const bool want_b = node->n_inputs == 3 && cml__wants_grad(node, 2);
+    const bool fused_db = want_b && want_w && in > 0;
+    gemm_operand gg = {0}, gx = {0}, gw = {0};
+    cml_status s = describe_2d(g, &gg);
+    if (s == CML_OK && want_x) s = describe_2d(w, &gw);
+    if (s == CML_OK && want_w) s = describe_2d(x, &gx);
+    if (s == CML_OK && want_x) {
+        grads[0] = cml__tensor_new(2, x->shape, x->dtype, x->storage->device);
+        s = grads[0] ? gemm_2d(grads[0], &gg, gg.op, &gw, gw.op, out, NULL, NULL) : cml_last_status();
+    }
+    if (s == CML_OK && want_b) {
+        grads[2] = fused_db ? cml__tensor_new(1, &out, node->inputs[2]->dtype, x->storage->device)
+                            : cml__sum_to_shape(g, 1, &out);
+        if (!grads[2]) s = cml_last_status();
+    }
+    if (s == CML_OK && want_w) {
+        grads[1] = cml__tensor_new(2, w->shape, w->dtype, w->storage->device);
+        /* (out x in) = g^T (out x rows) x (rows x in); dbias sums op(A)'s rows, i.e. g's columns */
+        s = grads[1] ? gemm_2d(grads[1], &gg, flip(gg.op), &gx, gx.op, rows, NULL, fused_db ? grads[2] : NULL)
+                     : cml_last_status();
+    }
+    cml_tensor_release_all((cml_tensor *[]){gg.t, gx.t, gw.t}, 3);
+    return s;
+}
+
+/* x (rows, in), w (out, in), b (out) or NULL, all checked. */
+static cml_tensor *linear_core(const cml_tensor *x, const cml_tensor *w, const cml_tensor *b) {
+    const int64_t shape[2] = {x->shape[0], w->shape[0]};
+    cml_tensor *y = cml__tensor_new(2, shape, x->dtype, x->storage->device);
+    if (!y) return NULL;
+    gemm_operand gx = {0}, gw = {0};
+    cml_tensor *bc = NULL;
+    cml_status s = describe_2d(x, &gx);
+    if (s == CML_OK) s = describe_2d(w, &gw);
+    if (s == CML_OK && b) {
+        bool prev = cml_set_grad_enabled(false);
+        bc = cml_contiguous(b); /* the epilogue reads bias[n] densely */
+        cml_set_grad_enabled(prev);
+        if (!bc) s = cml_last_status();
+    }
+    /* (rows x out) = x (rows x in) W^T (in x out) + b */
+    if (s == CML_OK) s = gemm_2d(y, &gx, gx.op, &gw, flip(gw.op), x->shape[1], bc, NULL);
+    cml_tensor_release_all((cml_tensor *[]){gx.t, gw.t, bc}, 3);
+    const cml_tensor *in[3] = {x, w, b};
+    int n_in = b ? 3 : 2;
+    if (s != CML_OK || (cml__should_record(n_in, in) && !cml__record(y, "linear", linear_backward, n_in, in))) {
+        cml_tensor_release(y);
+        return NULL;
+    }
+    return y;
+}
+
+cml_tensor *cml_linear(const cml_tensor *x, const cml_tensor *weight, const cml_tensor *bias) {
+    static const char who[] = "cml_linear";
+    const cml_tensor *req[2] = {x, weight};
+    if (cml__any_null(who, 2, req)) return NULL;
+    if (cml__check_same_device(who, x, weight) != CML_OK || cml__check_float(who, "x", x) != CML_OK) return NULL;
+    char sx[160], sw[160];
+    if (weight->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != weight->shape[1]) {
+        cml__error(CML_ERR_SHAPE, "%s: x %s must end in in_features and weight %s must be (out_features, in_features)",
+                   who, cml__shape_str(x->ndim, x->shape, sx, sizeof sx),
+                   cml__shape_str(weight->ndim, weight->shape, sw, sizeof sw));
+        return NULL;
+    }
+    if (x->dtype != weight->dtype || (bias && bias->dtype != x->dtype)) {
+        cml__error(CML_ERR_DTYPE, "%s: x (%s), weight (%s) and bias (%s) must share one dtype", who,
+                   cml_dtype_name(x->dtype), cml_dtype_name(weight->dtype), bias ? cml_dtype_name(bias->dtype) : "none");
+        return NULL;
+    }
+    if (bias && (cml__check_same_device(who, x, bias) != CML_OK)) return NULL;
+    if (bias && (bias->ndim != 1 || bias->shape[0] != weight->shape[0])) {
+        cml__error(CML_ERR_SHAPE, "%s: bias %s must be (out_features) = (%lld)", who,
+                   cml__shape_str(bias->ndim, bias->shape, sx, sizeof sx), (long long)weight->shape[0]);
+        return NULL;
+    }
+    /* leading dims fold into the GEMM's rows: one product, and dW needs no per-batch partial sums */
+    const int64_t in = weight->shape[1], out = weight->shape[0];
+    const int64_t rows = in > 0 ? cml_tensor_numel(x) / in : cml__numel(x->ndim - 1, x->shape);
+    cml_tensor *x2 = x->ndim == 2 ? cml_tensor_retain((cml_tensor *)x) : cml_reshape(x, 2, (const int64_t[]){rows, in});
+    cml_tensor *y2 = x2 ? linear_core(x2, weight, bias) : NULL;
+    cml_tensor_release(x2);
+    if (!y2 || x->ndim == 2) return y2;
+    int64_t shape[CML_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    shape[x->ndim - 1] = out;
+    cml_tensor *y = cml_reshape(y2, x->ndim, shape);
+    cml_tensor_release(y2);
+    return y;
 }

@@ -29,6 +29,10 @@ cml_status cml__copy_cpu(cml_ctx *ctx, void *y, const cml_layout *y_layout, cml_
                          const void *x, const cml_layout *x_layout, cml_dtype x_dtype);
 cml_status cml__fill_cpu(cml_ctx *ctx, void *y, const cml_layout *y_layout, cml_dtype dtype, double value);
 
+/* ---- convert.c ---- */
+cml_status cml__convert_scaled_cpu(cml_ctx *ctx, void *y, cml_dtype y_dtype, const void *x, cml_dtype x_dtype,
+                                   int64_t n, const float *scale, float *amax);
+
 /* ---- reduce.c ---- */
 cml_status cml__reduce_cpu(cml_ctx *ctx, cml_reduce_op op, void *y, cml_dtype y_dtype,
                            const void *x, cml_dtype x_dtype,
@@ -62,6 +66,9 @@ cml_status cml__gather_bwd_cpu(cml_ctx *ctx, void *dx, const void *dy, const int
 /* ---- gemm.c ---- */
 cml_status cml__gemm_cpu(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, const void *A,
                          const void *B, const void *C);
+/* Bytes of ctx workspace cml__gemm_cpu takes for desc (0 for f32 operands with no
+ * bias, vector scales, DGELU or tf32 rounding: callers such as conv rely on that). */
+size_t cml__gemm_cpu_workspace_size(const cml_gemm_desc *desc);
 
 /* ---- dropout.c ---- */
 cml_status cml__dropout_fwd_cpu(cml_ctx *ctx, void *y, uint8_t *mask, const void *x, int64_t n,

@@ -59,6 +59,16 @@ cml_status cml__layernorm_bwd_cuda(cml_ctx *ctx, void *dx, void *dgamma, void *d
                                    const void *x, const void *gamma, const float *mean, const float *rstd,
                                    int64_t rows, int64_t C, cml_dtype dtype);
 
+/* ---- norm/rmsnorm_fwd.cu, norm/rmsnorm_bwd.cu ---- */
+cml_status cml__rmsnorm_fwd_cuda(cml_ctx *ctx, void *y, float *rstd, const void *x, const void *gamma, int64_t rows,
+                                 int64_t C, float eps, cml_dtype dtype);
+cml_status cml__rmsnorm_bwd_cuda(cml_ctx *ctx, void *dx, void *dgamma, const void *dy, const void *x,
+                                 const void *gamma, const float *rstd, int64_t rows, int64_t C, cml_dtype dtype);
+
+/* ---- ewise/convert_scaled.cu ---- */
+cml_status cml__convert_scaled_cuda(cml_ctx *ctx, void *y, cml_dtype y_dtype, const void *x, cml_dtype x_dtype,
+                                    int64_t n, const float *scale, float *amax);
+
 /* ---- ewise/ewise_bwd.cu ---- */
 cml_status cml__unary_bwd_cuda(cml_ctx *ctx, cml_unary_op op, float param, void *dx, const void *dy, const void *x,
                                const void *y, int64_t n, cml_dtype dtype);
@@ -81,12 +91,56 @@ bool cml__gemm_sm90_takes(const cml_ctx *ctx, const cml_gemm_desc *desc, const v
                           const void *B, const void *C);
 cml_status cml__gemm_sm90(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, const void *A, const void *B,
                           const void *C);
+/* The grouped form of the sm90 path: every problem in one persistent launch. */
+bool cml__gemm_sm90_grouped_takes(const cml_ctx *ctx, const cml_gemm_desc *descs, int64_t count, void *const *D,
+                                  const void *const *A, const void *const *B, const void *const *C);
+cml_status cml__gemm_sm90_grouped(cml_ctx *ctx, const cml_gemm_desc *descs, int64_t count, void *const *D,
+                                  const void *const *A, const void *const *B, const void *const *C);
 bool cml__gemm_f32_takes(const cml_ctx *ctx, const cml_gemm_desc *desc, const void *D, const void *A,
                          const void *B, const void *C);
 cml_status cml__gemm_f32(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, const void *A, const void *B,
                          const void *C);
+/* The tile configuration cml__gemm_f32 uses for desc ("256x128x8", ...; for tests and benchmarks). */
+const char *cml__gemm_f32_config_name(const cml_ctx *ctx, const cml_gemm_desc *desc);
 cml_status cml__gemm_simt(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, const void *A, const void *B,
                           const void *C);
+/* Bytes of ctx workspace cml__gemm_cuda takes for desc (the dbias partial sums; plus
+ * whatever the chosen path needs). */
+size_t cml__gemm_cuda_workspace_size(const cml_ctx *ctx, const cml_gemm_desc *desc);
+/* "sm90", "f32" or "simt": the path cml__gemm_cuda takes for desc (for tests and benchmarks). */
+const char *cml__gemm_cuda_path_name(const cml_ctx *ctx, const cml_gemm_desc *desc, const void *D, const void *A,
+                                     const void *B, const void *C);
+/* count validated problems (same ops, dtypes, math, scale modes, epilogue; batch 1). */
+cml_status cml__gemm_grouped_cuda(cml_ctx *ctx, const cml_gemm_desc *descs, int64_t count, void *const *D,
+                                  const void *const *A, const void *const *B, const void *const *C);
+
+/* ---- attention/ ----
+ * cml__attention_{fwd,bwd}_cuda (attention/attention_cuda.cu) pick a path; each path
+ * handles the whole problem (FlashAttention-2 tiling, never an S_q x S_kv matrix in
+ * memory; bitwise deterministic, no atomics):
+ *   1. cml__attention_*_mma  (attention_fwd_mma.cu, attention_bwd_mma.cu): mma.sync
+ *      m16n8k16 tensor cores, f16/bf16 on sm_80+, D <= 256 forward, D <= 128 backward
+ *      (cml__attention_mma_takes says whether it takes a problem);
+ *   2. cml__attention_*_simt (attention_fwd_simt.cu, attention_bwd_simt.cu): exact f32
+ *      math on CUDA cores, every dtype, D <= 256: always correct.
+ * Head dims above 256 are CML_ERR_UNSUPPORTED on CUDA. The backward takes B H_q S_q
+ * floats of ctx workspace (Di = rowsum(dO * O)). */
+cml_status cml__attention_fwd_cuda(cml_ctx *ctx, const cml_attention_desc *desc, void *O, float *lse,
+                                   const void *Q, const void *K, const void *V);
+cml_status cml__attention_bwd_cuda(cml_ctx *ctx, const cml_attention_desc *desc, void *dQ, void *dK, void *dV,
+                                   const void *dO, const void *Q, const void *K, const void *V, const void *O,
+                                   const float *lse);
+bool cml__attention_mma_takes(const cml_ctx *ctx, const cml_attention_desc *desc, bool backward);
+cml_status cml__attention_fwd_mma(cml_ctx *ctx, const cml_attention_desc *desc, void *O, float *lse,
+                                  const void *Q, const void *K, const void *V);
+cml_status cml__attention_bwd_mma(cml_ctx *ctx, const cml_attention_desc *desc, void *dQ, void *dK, void *dV,
+                                  const void *dO, const void *Q, const void *K, const void *V, const void *O,
+                                  const float *lse);
+cml_status cml__attention_fwd_simt(cml_ctx *ctx, const cml_attention_desc *desc, void *O, float *lse,
+                                   const void *Q, const void *K, const void *V);
+cml_status cml__attention_bwd_simt(cml_ctx *ctx, const cml_attention_desc *desc, void *dQ, void *dK, void *dV,
+                                   const void *dO, const void *Q, const void *K, const void *V, const void *O,
+                                   const float *lse);
 
 /* ---- index/index.cu ----
  * Index values live on the device: a bad one is flagged there, and each call
@@ -108,6 +162,30 @@ cml_status cml__adam_update_cuda(cml_ctx *ctx, float *param, const float *grad, 
                                  int64_t step);
 cml_status cml__dropout_fwd_cuda(cml_ctx *ctx, void *y, uint8_t *mask, const void *x, int64_t n, cml_dtype dtype,
                                  float p, uint64_t seed, uint64_t offset);
+
+/* ---- vision: conv/, pool/pool.cu, norm/batchnorm_{fwd,bwd}.cu ----
+ * As on the CPU (src/kernels/cpu/cpu_vision.h), each also takes the output size P x Q the
+ * validation computed. Convolution is im2col + cml_gemm (f32) with scratch planned around
+ * the GEMM's own workspace; every reduction runs in a fixed order (no float atomics). */
+cml_status cml__conv2d_fwd_cuda(cml_ctx *ctx, const cml_conv2d_desc *desc, int64_t P, int64_t Q, void *y,
+                                const void *x, const void *w, const void *bias);
+cml_status cml__conv2d_bwd_data_cuda(cml_ctx *ctx, const cml_conv2d_desc *desc, int64_t P, int64_t Q, void *dx,
+                                     const void *dy, const void *w);
+cml_status cml__conv2d_bwd_filter_cuda(cml_ctx *ctx, const cml_conv2d_desc *desc, int64_t P, int64_t Q, void *dw,
+                                       void *dbias, const void *dy, const void *x);
+cml_status cml__pool2d_fwd_cuda(cml_ctx *ctx, const cml_pool2d_desc *desc, int64_t P, int64_t Q, void *y,
+                                int64_t *indices, const void *x);
+/* MAX: the indices are checked first (the call waits for the stream to report a bad one). */
+cml_status cml__pool2d_bwd_cuda(cml_ctx *ctx, const cml_pool2d_desc *desc, int64_t P, int64_t Q, void *dx,
+                                const void *dy, const int64_t *indices);
+cml_status cml__batchnorm_fwd_cuda(cml_ctx *ctx, void *y, float *save_mean, float *save_rstd, float *running_mean,
+                                   float *running_var, const void *x, const float *gamma, const float *beta,
+                                   int64_t N, int64_t C, int64_t HW, bool channels_last, bool training,
+                                   float momentum, float eps, cml_dtype dtype);
+cml_status cml__batchnorm_bwd_cuda(cml_ctx *ctx, void *dx, float *dgamma, float *dbeta, const void *dy,
+                                   const void *x, const float *gamma, const float *save_mean,
+                                   const float *save_rstd, int64_t N, int64_t C, int64_t HW, bool channels_last,
+                                   cml_dtype dtype);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,222 @@
+/* A standalone check of the library's f32 GEMM file (src/kernels/cuda/gemm/gemm_f32.cu,
+ * linked in as an object) against cublasSgemm, for when a full library build does not
+ * fit in the device time left: the few runtime functions the file calls are stubbed
+ * here. Checks every transpose on odd shapes, strided batches and one epilogue
+ * (alpha, beta * C, column bias, ReLU: the reference applies them to cuBLAS's product
+ * on the host), poisons D first and runs twice (bitwise equal), then times cml__gemm_f32
+ * (epilogue included) against cuBLAS on square sizes.
+ *
+ *   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I src -I include \
+ *        -Xcompiler=-fno-exceptions,-fno-threadsafe-statics -DCML_HAVE_CUDA=1 \
+ *        -c src/kernels/cuda/gemm/gemm_f32.cu -o gemm_f32.o
+ *   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I src -I include \
+ *        dev/gemm_f32/f32_check.cu gemm_f32.o -lcublas -o f32_check && ./f32_check */
+#include <cublas_v2.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "runtime/ctx_impl.h"
+
+/* ---- stubs of the runtime functions gemm_f32.cu calls ---- */
+static char last_error[512];
+extern "C" cml_status cml__error(cml_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return s;
+}
+extern "C" cml_status cml__cuda_error(int err, const char *fn, const char *call) {
+    return cml__error(CML_ERR_CUDA, "%s: %s failed: %s", fn, call, cudaGetErrorString((cudaError_t)err));
+}
+extern "C" cml_status cml__cuda_activate(const cml_ctx *ctx) { return CML_OK; }
+extern "C" int cml__cuda_sm_count(int device) {
+    int n = 0;
+    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device);
+    return n;
+}
+extern "C" const char *cml_dtype_name(cml_dtype dt) { return dt == CML_F32 ? "f32" : "other"; }
+extern "C" cml_gemm_desc cml_gemm_desc_init(cml_op op_a, cml_op op_b, int64_t M, int64_t N, int64_t K, int64_t batch,
+                                            cml_dtype ab, cml_dtype cd) {
+    cml_gemm_desc d;
+    memset(&d, 0, sizeof d);
+    d.op_a = op_a, d.op_b = op_b, d.M = M, d.N = N, d.K = K, d.batch = batch;
+    d.a_dtype = d.b_dtype = ab, d.c_dtype = d.d_dtype = cd;
+    d.lda = op_a == CML_OP_N ? K : M, d.ldb = op_b == CML_OP_N ? N : K, d.ldc = d.ldd = d.ldaux = N;
+    d.stride_a = M * K, d.stride_b = K * N, d.stride_c = d.stride_d = d.stride_aux = M * N;
+    d.alpha = 1.0f;
+    return d;
+}
+
+#define CK(call)                                                                                  \
+    do {                                                                                          \
+        cudaError_t e_ = (call);                                                                  \
+        if (e_ != cudaSuccess) {                                                                  \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            exit(1);                                                                              \
+        }                                                                                         \
+    } while (0)
+
+static cublasHandle_t blas;
+static cml_ctx ctx;
+
+static void fill(float *d, size_t n, unsigned seed) {
+    float *h = (float *)malloc(n * sizeof(float));
+    unsigned long long s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
+        h[i] = (float)((s * 0x2545F4914F6CDD1Dull) >> 40) * (2.0f / 16777216.0f) - 1.0f;
+    }
+    CK(cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice));
+    free(h);
+}
+
+/* One case: D = relu(alpha A B + beta C + bias) when epi, else A B; ld padded to 4 (+4 * pad). */
+static int check_case(int M, int N, int K, int batch, bool a_t, bool b_t, int pad, bool epi) {
+    cml_gemm_desc d = cml_gemm_desc_init(a_t ? CML_OP_T : CML_OP_N, b_t ? CML_OP_T : CML_OP_N, M, N, K, batch, CML_F32,
+                                         CML_F32);
+    const int a_rows = a_t ? K : M, a_cols = a_t ? M : K, b_rows = b_t ? N : K, b_cols = b_t ? K : N;
+    d.lda = (a_cols + 3) / 4 * 4 + 4 * pad;
+    d.ldb = (b_cols + 3) / 4 * 4 + 4 * pad;
+    d.ldd = d.ldc = N + pad;
+    d.stride_a = (long long)a_rows * d.lda + 8;
+    d.stride_b = (long long)b_rows * d.ldb + 4;
+    d.stride_d = d.stride_c = (long long)M * d.ldd + 3;
+    const size_t na = d.stride_a * batch, nb = d.stride_b * batch, nd = d.stride_d * batch;
+    float *A, *B, *C, *D, *R, *bias;
+    CK(cudaMalloc(&A, na * 4));
+    CK(cudaMalloc(&B, nb * 4));
+    CK(cudaMalloc(&C, nd * 4));
+    CK(cudaMalloc(&D, nd * 4));
+    CK(cudaMalloc(&R, nd * 4));
+    CK(cudaMalloc(&bias, N * 4));
+    fill(A, na, M + 7u * K), fill(B, nb, N + 3u * K), fill(C, nd, 5), fill(bias, N, 9);
+    if (epi) {
+        d.alpha = 0.75f, d.beta = 0.5f, d.bias = bias, d.epilogue = CML_EPILOGUE_RELU;
+    }
+    int bad = 0;
+    if (!cml__gemm_f32_takes(&ctx, &d, D, A, B, C)) {
+        printf("  NOT TAKEN: %dx%dx%d b=%d\n", M, N, K, batch);
+        return 1;
+    }
+    float *h1 = (float *)malloc(nd * 4), *h2 = (float *)malloc(nd * 4), *hr = (float *)malloc(nd * 4),
+          *hc = (float *)malloc(nd * 4), *hb = (float *)malloc(N * 4);
+    for (int run = 0; run < 2; run++) {
+        CK(cudaMemset(D, 0xFF, nd * 4));
+        cml_status st = cml__gemm_f32(&ctx, &d, D, A, B, epi ? C : NULL);
+        if (st != CML_OK) {
+            printf("  FAILED: %s\n", last_error);
+            return 1;
+        }
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(run ? h2 : h1, D, nd * 4, cudaMemcpyDeviceToHost));
+    }
+    if (memcmp(h1, h2, nd * 4) != 0) printf("  REPEAT DIFFERS\n"), bad++;
+    const float one = 1.0f, zero = 0.0f;
+    CK(cudaMemset(R, 0, nd * 4));
+    cublasSgemmStridedBatched(blas, b_t ? CUBLAS_OP_T : CUBLAS_OP_N, a_t ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &one, B,
+                              d.ldb, d.stride_b, A, d.lda, d.stride_a, &zero, R, d.ldd, d.stride_d, batch);
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(hr, R, nd * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hc, C, nd * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hb, bias, N * 4, cudaMemcpyDeviceToHost));
+    double num = 0, den = 0;
+    for (int b = 0; b < batch; b++)
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) {
+                const size_t i = b * d.stride_d + (size_t)m * d.ldd + n;
+                double want = hr[i];
+                if (epi) {
+                    want = 0.75 * want + 0.5 * hc[i] + hb[n];
+                    want = want > 0 ? want : 0;
+                }
+                const double got = h1[i];
+                if (isnan(got)) {
+                    num = INFINITY;
+                    break;
+                }
+                num += (got - want) * (got - want), den += want * want;
+            }
+    const double err = sqrt(num / (den > 0 ? den : 1));
+    /* the padding after each row and between batches must still be poison */
+    int touched = 0;
+    for (size_t i = 0; i < nd; i++) {
+        const size_t b = i / d.stride_d, r = i % d.stride_d;
+        const bool inside = b < (size_t)batch && r / d.ldd < (size_t)M && r % d.ldd < (size_t)N;
+        unsigned u;
+        memcpy(&u, &h1[i], 4);
+        if (!inside && u != 0xFFFFFFFFu) touched++;
+    }
+    if (!(err < 1e-5) || touched) {
+        printf("  WRONG %dx%dx%d b=%d %c%c epi=%d: rel err %.3g, %d padding elements written (config %s)\n", M, N, K,
+               batch, a_t ? 'T' : 'N', b_t ? 'T' : 'N', epi, err, touched, cml__gemm_f32_config_name(&ctx, &d));
+        bad++;
+    }
+    free(h1), free(h2), free(hr), free(hc), free(hb);
+    CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(C)); CK(cudaFree(D)); CK(cudaFree(R)); CK(cudaFree(bias));
+    return bad;
+}
+
+static int cmpf(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv) {
+    ctx.device.type = CML_CUDA;
+    ctx.device.index = 0;
+    cudaStream_t st;
+    CK(cudaStreamCreate(&st));
+    ctx.stream = st;
+    cublasCreate(&blas);
+    cublasSetStream(blas, st);
+    cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH);
+    static const int shapes[][4] = {{1, 1, 1, 1},     {7, 127, 5, 1},    {127, 1025, 9, 1}, {1025, 130, 1023, 1},
+                                    {300, 77, 4095, 1}, {70, 90, 50, 3}, {1920, 1088, 24, 1}, {2048, 2048, 16, 1},
+                                    {4100, 4093, 19, 1}, {3, 5, 4, 70000}};
+    int bad = 0, cases = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 4; t++) {
+            bad += check_case(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], t & 1, t & 2, (int)(s % 3),
+                              s % 2 == 1);
+            cases++;
+        }
+    printf("correctness: %d of %d cases wrong\n", bad, cases);
+
+    /* timing: square NN, D = A B through cml__gemm_f32 (epilogue store included) vs cublasSgemm */
+    float *flush, *A, *B, *D;
+    const int nmax = 8192;
+    CK(cudaMalloc(&flush, 256 << 20));
+    CK(cudaMalloc(&A, (size_t)nmax * nmax * 4));
+    CK(cudaMalloc(&B, (size_t)nmax * nmax * 4));
+    CK(cudaMalloc(&D, (size_t)nmax * nmax * 4));
+    fill(A, (size_t)nmax * nmax, 1), fill(B, (size_t)nmax * nmax, 2);
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    const int reps = argc > 1 ? atoi(argv[1]) : 11;
+    printf("%6s %-10s %9s %9s %7s\n", "n", "config", "ours TF/s", "cuBLAS", "ratio");
+    for (int n = 1024; n <= nmax; n *= 2) {
+        cml_gemm_desc d = cml_gemm_desc_init(CML_OP_N, CML_OP_N, n, n, n, 1, CML_F32, CML_F32);
+        float t[2][64];
+        const float one = 1.0f, zero = 0.0f;
+        for (int i = -2; i < reps; i++)
+            for (int side = 0; side < 2; side++) {
+                CK(cudaMemsetAsync(flush, i & 0xFF, 256 << 20, st));
+                CK(cudaEventRecord(e0, st));
+                if (side == 0) cml__gemm_f32(&ctx, &d, D, A, B, NULL);
+                else cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, B, n, A, n, &zero, D, n);
+                CK(cudaEventRecord(e1, st));
+                CK(cudaEventSynchronize(e1));
+                if (i >= 0) CK(cudaEventElapsedTime(&t[side][i], e0, e1));
+            }
+        qsort(t[0], reps, 4, cmpf), qsort(t[1], reps, 4, cmpf);
+        const double flop = 2.0 * n * (double)n * n, ours = flop / t[0][reps / 2] * 1e-9, ref = flop / t[1][reps / 2] * 1e-9;
+        printf("%6d %-10s %9.2f %9.2f %7.3f\n", n, cml__gemm_f32_config_name(&ctx, &d), ours, ref, ours / ref);
+    }
+    return bad ? 1 : 0;
+}

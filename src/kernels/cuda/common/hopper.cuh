@@ -1,0 +1,151 @@
+/* C-style device wrappers for the Hopper (sm_90a) machinery that the GEMM and
+ * attention kernels share: mbarriers, TMA (bulk tensor) loads, wgmma fences
+ * and shared-memory matrix descriptors, and register reallocation.
+ *
+ * Shared-memory addresses are 32-bit .shared::cta addresses (cml__smem_addr).
+ * Every wrapper is a single PTX instruction (or a try-wait loop); the PTX ISA
+ * reference describes each by the instruction name used here. */
+#ifndef CML_KERNELS_CUDA_COMMON_HOPPER_CUH
+#define CML_KERNELS_CUDA_COMMON_HOPPER_CUH
+
+#include <cuda.h>
+#include <stdint.h>
+
+static __device__ __forceinline__ uint32_t cml__smem_addr(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* ---- mbarrier -------------------------------------------------------------------------- */
+
+static __device__ __forceinline__ void cml__mbar_init(uint64_t *bar, uint32_t arrivals) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(cml__smem_addr(bar)), "r"(arrivals) : "memory");
+}
+
+/* Makes initialized barriers visible to the async proxy (TMA) and the other threads;
+ * follow it with __syncthreads(). */
+static __device__ __forceinline__ void cml__mbar_init_fence(void) {
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+/* One arrival that also announces `bytes` of TMA traffic the phase must wait for. */
+static __device__ __forceinline__ void cml__mbar_arrive_expect_tx(uint64_t *bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(cml__smem_addr(bar)), "r"(bytes)
+                 : "memory");
+}
+
+static __device__ __forceinline__ void cml__mbar_arrive(uint64_t *bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(cml__smem_addr(bar)) : "memory");
+}
+
+/* Waits until the barrier's phase with the given parity (0 or 1) has completed. */
+static __device__ __forceinline__ void cml__mbar_wait(uint64_t *bar, uint32_t parity) {
+    uint32_t addr = cml__smem_addr(bar), done;
+    do {
+        asm volatile(
+            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(addr), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+
+/* ---- clusters ------------------------------------------------------------------------------ */
+
+static __device__ __forceinline__ uint32_t cml__cluster_rank(void) {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+/* Every thread of every CTA of the cluster; orders shared-memory writes before it (release)
+ * with reads after it (acquire), cluster-wide. */
+static __device__ __forceinline__ void cml__cluster_sync(void) {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+/* Arrives on the barrier at the same shared-memory offset in the CTA of cluster rank `cta`
+ * (release at CTA scope, as for a local arrive: enough to order this CTA's finished reads
+ * of a stage before the peer's next copy into it; a cluster-scope release costs a fence). */
+static __device__ __forceinline__ void cml__mbar_arrive_cluster(uint64_t *bar, uint32_t cta) {
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(cml__smem_addr(bar)), "r"(cta));
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+}
+
+/* ---- TMA: bulk tensor copies global -> shared, completing on an mbarrier --------------- */
+
+/* Loads the box at coordinates (c0 innermost, c1, c2) of the tensor map into dst. */
+static __device__ __forceinline__ void cml__tma_load_3d(void *dst, const CUtensorMap *map, uint64_t *bar, int c0,
+                                                        int c1, int c2) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];" ::
+            "r"(cml__smem_addr(dst)),
+        "l"((uint64_t)map), "r"(cml__smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2)
+        : "memory");
+}
+
+/* The same, delivered to the same shared-memory offset (and barrier) of every CTA of the
+ * cluster named in cta_mask (bit i = cluster rank i). */
+static __device__ __forceinline__ void cml__tma_load_3d_multicast(void *dst, const CUtensorMap *map, uint64_t *bar,
+                                                                  int c0, int c1, int c2, uint16_t cta_mask) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+        " [%0], [%1, {%3, %4, %5}], [%2], %6;" ::"r"(cml__smem_addr(dst)),
+        "l"((uint64_t)map), "r"(cml__smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "h"(cta_mask)
+        : "memory");
+}
+
+/* Brings a __grid_constant__ tensor map into the descriptor cache ahead of its first use. */
+static __device__ __forceinline__ void cml__tma_prefetch_map(const CUtensorMap *map) {
+    asm volatile("prefetch.tensormap [%0];" ::"l"((uint64_t)map) : "memory");
+}
+
+/* ---- wgmma ------------------------------------------------------------------------------- */
+
+/* Orders this warpgroup's earlier register and shared-memory accesses before the wgmmas that follow. */
+static __device__ __forceinline__ void cml__wgmma_fence(void) { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+
+static __device__ __forceinline__ void cml__wgmma_commit(void) {
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+
+/* Waits until at most N committed wgmma groups of this warpgroup are still running. */
+template <int N>
+static __device__ __forceinline__ void cml__wgmma_wait(void) {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+/* Keeps the compiler from moving accumulator reads or writes across a wgmma fence or wait:
+ * the registers look used and redefined here. */
+template <int COUNT>
+static __device__ __forceinline__ void cml__wgmma_reg_fence(float *d) {
+#pragma unroll
+    for (int i = 0; i < COUNT; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* A shared-memory matrix descriptor for a tile in the 128-byte swizzled layout that TMA
+ * writes with CU_TENSOR_MAP_SWIZZLE_128B (each row 128 bytes, 8-row atoms of 1024 bytes,
+ * tiles 1024-byte aligned). K-major operands: sbo = 1024 (the next 8 rows), lbo unused.
+ * M/N-major operands: lbo = the distance between 64-element column blocks, sbo = 1024
+ * (the next 8 K rows). */
+static __device__ __forceinline__ uint64_t cml__wgmma_desc(uint32_t smem_addr, uint32_t lbo, uint32_t sbo) {
+    uint64_t d = (uint64_t)((smem_addr & 0x3FFFFu) >> 4);
+    d |= (uint64_t)((lbo & 0x3FFFFu) >> 4) << 16;
+    d |= (uint64_t)((sbo & 0x3FFFFu) >> 4) << 32;
+    d |= (uint64_t)1 << 62; /* layout: 128-byte swizzle */
+    return d;
+}
+
+/* ---- register reallocation between warpgroups ---------------------------------------------- */
+
+template <int REGS>
+static __device__ __forceinline__ void cml__regs_dealloc(void) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(REGS));
+}
+
+template <int REGS>
+static __device__ __forceinline__ void cml__regs_alloc(void) {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(REGS));
+}
+
+#endif

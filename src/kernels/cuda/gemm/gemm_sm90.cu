@@ -1,0 +1,311 @@
+/* The Hopper GEMM path (sm_90a): which problems it takes, its tile configurations,
+ * and the launch of gemm_sm90_kernel (gemm_sm90_kernel.cuh) with TMA maps.
+ *
+ * Taken: Hopper device; A and B of one dtype: bf16 or f16 (any op), f32 with
+ * CML_GEMM_MATH_TF32 or fp8 e4m3/e5m2 (both K-major: op_a = N, op_b = T, the layout
+ * wgmma reads those types in); K >= 1; A and B 16-byte aligned with leading
+ * dimensions (and batch strides) that are multiples of 16 bytes (TMA's rules).
+ * Anything else goes to the other paths. M, N and K need not be multiples of the
+ * tile: TMA reads zeros past the edges and the epilogue stores only inside D. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/common/check.cuh"
+#include "kernels/cuda/common/tma_map.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/gemm/gemm_sm90_kernel.cuh"
+
+static const char fn[] = "cml_gemm";
+
+/* The kernel kind for the input dtype and math, or -1 when the path does not take it. */
+static int input_kind(const cml_gemm_desc *d) {
+    if (d->a_dtype != d->b_dtype) return -1;
+    switch (d->a_dtype) {
+    case CML_BF16: return CML_SM90_BF16;
+    case CML_F16: return CML_SM90_F16;
+    case CML_F32: return d->math == CML_GEMM_MATH_TF32 ? CML_SM90_TF32 : -1;
+    case CML_F8E4M3: return CML_SM90_E4M3;
+    case CML_F8E5M2: return CML_SM90_E5M2;
+    default: return -1;
+    }
+}
+
+static bool tma_ok(const void *p, int64_t ld, int64_t stride, int64_t batch, size_t es) {
+    if ((uintptr_t)p % 16 != 0 || ((size_t)ld * es) % 16 != 0) return false;
+    return batch == 1 || stride == 0 || ((size_t)stride * es) % 16 == 0;
+}
+
+extern "C" bool cml__gemm_sm90_takes(const cml_ctx *ctx, const cml_gemm_desc *d, const void *D, const void *A,
+                                     const void *B, const void *C) {
+    if (cml__cuda_arch(ctx->device.index) != 90) return false;
+    int kind = input_kind(d);
+    if (kind < 0 || d->K < 1) return false;
+    bool k_major_only = kind != CML_SM90_BF16 && kind != CML_SM90_F16;
+    if (k_major_only && (d->op_a != CML_OP_N || d->op_b != CML_OP_T)) return false;
+    /* tile indices and TMA coordinates are 32-bit */
+    const int64_t lim = (int64_t)1 << 30;
+    if (d->M >= lim || d->N >= lim || d->K >= lim || d->batch >= lim) return false;
+    size_t es = cml_dtype_size(d->a_dtype);
+    return tma_ok(A, d->lda, d->stride_a, d->batch, es) && tma_ok(B, d->ldb, d->stride_b, d->batch, es);
+}
+
+/* ---- TMA maps ------------------------------------------------------------------------- */
+
+static CUtensorMapDataType tma_dtype(int kind) {
+    switch (kind) {
+    case CML_SM90_BF16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    case CML_SM90_F16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    case CML_SM90_TF32: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32; /* the tensor cores read tf32 from f32 words */
+    default: return CU_TENSOR_MAP_DATA_TYPE_UINT8;                 /* fp8: bytes */
+    }
+}
+
+/* The map of one operand stored rows x cols (row stride ld) per batch. K-major operands
+ * load boxes of (one 128-byte row of K) x tile_rows; M/N-major ones boxes of 64 x (K rows). */
+static cml_status operand_map(CUtensorMap *map, const void *p, int kind, int64_t rows, int64_t cols, int64_t ld,
+                              int64_t stride, int64_t batch, bool k_major, uint32_t tile_rows) {
+    size_t es = cml_dtype_size(kind == CML_SM90_TF32 ? CML_F32 : (kind >= CML_SM90_E4M3 ? CML_U8 : CML_BF16));
+    uint32_t row_elems = (uint32_t)(CML_SM90_ROW_BYTES / es);
+    bool fixed = batch == 1 || stride == 0;
+    uint64_t dims[3] = {(uint64_t)cols, (uint64_t)rows, fixed ? 1u : (uint64_t)batch};
+    uint64_t row_bytes = (uint64_t)ld * es;
+    /* an unused batch stride still has to be a valid one */
+    uint64_t strides[2] = {row_bytes, fixed ? row_bytes * (uint64_t)rows : (uint64_t)stride * es};
+    uint32_t box[3] = {row_elems, k_major ? tile_rows : row_elems, 1};
+    if (!k_major) box[0] = 64;
+    return cml__tma_map_3d(map, p, tma_dtype(kind), dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, fn);
+}
+
+/* ---- launch ----------------------------------------------------------------------------- */
+
+template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER>
+static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, const void *A, const void *B,
+                              const void *C) {
+    typedef cml__sm90_smem<BN, STAGES> smem_t;
+    static bool attribute_set[CML__MAX_CUDA_DEVICES];
+    int dev = ctx->device.index;
+    if (!attribute_set[dev]) {
+        CML_CUDA_TRY(fn, cudaFuncSetAttribute(gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER>,
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_t::total));
+        attribute_set[dev] = true;
+    }
+    /* stored shapes: A is M x K (op N) or K x M (op T); B is N x K (op T) or K x N (op N).
+     * With a cluster, each CTA loads 1/CLUSTER of a K-major B tile's rows. */
+    CUtensorMap map_a, map_b;
+    if (TRANS_A) CML_TRY(operand_map(&map_a, A, KIND, d->K, d->M, d->lda, d->stride_a, d->batch, false, 0));
+    else CML_TRY(operand_map(&map_a, A, KIND, d->M, d->K, d->lda, d->stride_a, d->batch, true, CML_SM90_BM));
+    if (TRANS_B) CML_TRY(operand_map(&map_b, B, KIND, d->K, d->N, d->ldb, d->stride_b, d->batch, false, 0));
+    else CML_TRY(operand_map(&map_b, B, KIND, d->N, d->K, d->ldb, d->stride_b, d->batch, true, BN / CLUSTER));
+
+    cml__sm90_problem p;
+    const int row_elems = CML_SM90_ROW_BYTES / cml__sm90_kind<KIND>::bytes;
+    p.tiles_m = (int)((d->M + CML_SM90_BM - 1) / CML_SM90_BM);
+    p.cluster_rows = (p.tiles_m + CLUSTER - 1) / CLUSTER;
+    p.tiles_n = (int)((d->N + BN - 1) / BN);
+    p.batch = (int)d->batch;
+    p.k_blocks = (int)((d->K + row_elems - 1) / row_elems);
+    p.group_m = 16;
+    p.a_batch_fixed = d->batch == 1 || d->stride_a == 0;
+    p.b_batch_fixed = d->batch == 1 || d->stride_b == 0;
+    p.groups = NULL;
+    p.n_groups = 0;
+    long long work = (long long)p.cluster_rows * p.tiles_n * p.batch; /* tiles of CLUSTER CTAs */
+    int sms = cml__cuda_sm_count(dev);
+    long long clusters = work < sms / CLUSTER ? work : sms / CLUSTER;
+    cml__gemm_epi epi = cml__gemm_epi_make(d, D, C);
+
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = dim3((unsigned)(clusters * CLUSTER));
+    cfg.blockDim = dim3(CML_SM90_THREADS);
+    cfg.dynamicSmemBytes = smem_t::total;
+    cfg.stream = cml__stream(ctx);
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = CLUSTER;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    cudaError_t e = cudaLaunchKernelEx(&cfg, gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER>, map_a,
+                                       map_b, epi, p);
+    if (e != cudaSuccess)
+        return cml__error(CML_ERR_CUDA,
+                          "%s: launching gemm_sm90_kernel<%s, %dx%d, cluster %d> (M=%lld N=%lld K=%lld batch=%lld, "
+                          "grid=%lld) failed: %s",
+                          fn, cml_dtype_name(d->a_dtype), CML_SM90_BM, BN, CLUSTER, (long long)d->M, (long long)d->N,
+                          (long long)d->K, (long long)d->batch, clusters * CLUSTER, cudaGetErrorString(e));
+    return cml__cuda_check_launch(fn, "gemm_sm90_kernel", cml_dtype_name(d->a_dtype), work, (unsigned)(clusters * CLUSTER),
+                                  CML_SM90_THREADS);
+}
+
+/* Tile width: 256 columns unless 128 fills the machine's waves clearly better
+ * (a 128 x 256 tile does ~8% more work per byte of shared memory traffic). */
+static int pick_bn(const cml_ctx *ctx, const cml_gemm_desc *d) {
+    int sms = cml__cuda_sm_count(ctx->device.index);
+    if (sms <= 0) sms = 132;
+    double best = 0.0;
+    int best_bn = 256;
+    const int options[2] = {256, 128};
+    for (int i = 0; i < 2; i++) {
+        int bn = options[i];
+        double tiles = (double)((d->M + CML_SM90_BM - 1) / CML_SM90_BM) * (double)((d->N + bn - 1) / bn) * d->batch;
+        double waves = (tiles + sms - 1) / sms;
+        double fill = tiles / ((double)(long long)waves * sms);
+        double useful = (double)d->M * d->N * d->batch / (tiles * CML_SM90_BM * bn); /* edge waste */
+        double score = fill * useful * (bn == 256 ? 1.0 : 0.92);
+        if (score > best) {
+            best = score;
+            best_bn = bn;
+        }
+    }
+    return best_bn;
+}
+
+template <int KIND, int TRANS_A, int TRANS_B>
+static cml_status sm90_run(cml_ctx *ctx, const cml_gemm_desc *d, void *D, const void *A, const void *B,
+                           const void *C) {
+    if (pick_bn(ctx, d) == 256) return sm90_launch<256, 4, KIND, TRANS_A, TRANS_B, 2>(ctx, d, D, A, B, C);
+    return sm90_launch<128, 6, KIND, TRANS_A, TRANS_B, 2>(ctx, d, D, A, B, C);
+}
+
+template <int KIND>
+static cml_status sm90_run_16bit(cml_ctx *ctx, const cml_gemm_desc *d, void *D, const void *A, const void *B,
+                                 const void *C) {
+    /* wgmma's transpose flags: A M-major when op_a = T; B N-major when op_b = N */
+    bool ta = d->op_a == CML_OP_T, tb = d->op_b == CML_OP_N;
+    if (!ta && !tb) return sm90_run<KIND, 0, 0>(ctx, d, D, A, B, C);
+    if (!ta && tb) return sm90_run<KIND, 0, 1>(ctx, d, D, A, B, C);
+    if (ta && !tb) return sm90_run<KIND, 1, 0>(ctx, d, D, A, B, C);
+    return sm90_run<KIND, 1, 1>(ctx, d, D, A, B, C);
+}
+
+extern "C" cml_status cml__gemm_sm90(cml_ctx *ctx, const cml_gemm_desc *d, void *D, const void *A, const void *B,
+                                     const void *C) {
+    CML_TRY(cml__cuda_activate(ctx));
+    switch (input_kind(d)) {
+    case CML_SM90_BF16: return sm90_run_16bit<CML_SM90_BF16>(ctx, d, D, A, B, C);
+    case CML_SM90_F16: return sm90_run_16bit<CML_SM90_F16>(ctx, d, D, A, B, C);
+    case CML_SM90_TF32: return sm90_run<CML_SM90_TF32, 0, 0>(ctx, d, D, A, B, C);
+    case CML_SM90_E4M3: return sm90_run<CML_SM90_E4M3, 0, 0>(ctx, d, D, A, B, C);
+    case CML_SM90_E5M2: return sm90_run<CML_SM90_E5M2, 0, 0>(ctx, d, D, A, B, C);
+    default:
+        return cml__error(CML_ERR_UNSUPPORTED, "%s: the sm90 path does not take a=%s b=%s (math %d)", fn,
+                          cml_dtype_name(d->a_dtype), cml_dtype_name(d->b_dtype), (int)d->math);
+    }
+}
+
+/* ---- grouped: every problem in one persistent launch ---------------------------------------- */
+
+extern "C" bool cml__gemm_sm90_grouped_takes(const cml_ctx *ctx, const cml_gemm_desc *descs, int64_t count,
+                                             void *const *D, const void *const *A, const void *const *B,
+                                             const void *const *C) {
+    if (count < 1 || count > (1 << 20)) return false;
+    int64_t tiles = 0;
+    for (int64_t i = 0; i < count; i++) {
+        if (!cml__gemm_sm90_takes(ctx, &descs[i], D[i], A[i], B[i], C ? C[i] : NULL)) return false;
+        tiles += (descs[i].M + 2 * CML_SM90_BM - 1) / (2 * CML_SM90_BM) * ((descs[i].N + 255) / 256);
+    }
+    return tiles < ((int64_t)1 << 30);
+}
+
+/* The problems' maps, epilogues and tile ranges go to the device in ctx's workspace (one
+ * copy, ordered on the stream before the kernel); then one launch covers every tile. */
+template <int KIND, int TRANS_A, int TRANS_B>
+static cml_status sm90_grouped_launch(cml_ctx *ctx, const cml_gemm_desc *descs, int64_t count, void *const *D,
+                                      const void *const *A, const void *const *B, const void *const *C) {
+    const int BN = 256, STAGES = 4, CLUSTER = 2;
+    typedef cml__sm90_smem<BN, STAGES> smem_t;
+    static bool attribute_set[CML__MAX_CUDA_DEVICES];
+    int dev = ctx->device.index;
+    if (!attribute_set[dev]) {
+        CML_CUDA_TRY(fn, cudaFuncSetAttribute(gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER>,
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_t::total));
+        attribute_set[dev] = true;
+    }
+    size_t bytes = sizeof(cml__sm90_group) * (size_t)count;
+    cml__sm90_group *host = (cml__sm90_group *)calloc((size_t)count, sizeof(cml__sm90_group));
+    if (!host) return cml__error(CML_ERR_OOM, "cml_gemm_grouped: cannot allocate %zu bytes of host memory", bytes);
+    const int row_elems = CML_SM90_ROW_BYTES / cml__sm90_kind<KIND>::bytes;
+    cml_status st = CML_OK;
+    int tile_end = 0;
+    for (int64_t i = 0; i < count && st == CML_OK; i++) {
+        const cml_gemm_desc *d = &descs[i];
+        cml__sm90_group *g = &host[i];
+        if (TRANS_A) st = operand_map(&g->map_a, A[i], KIND, d->K, d->M, d->lda, 0, 1, false, 0);
+        else st = operand_map(&g->map_a, A[i], KIND, d->M, d->K, d->lda, 0, 1, true, CML_SM90_BM);
+        if (st != CML_OK) break;
+        if (TRANS_B) st = operand_map(&g->map_b, B[i], KIND, d->K, d->N, d->ldb, 0, 1, false, 0);
+        else st = operand_map(&g->map_b, B[i], KIND, d->N, d->K, d->ldb, 0, 1, true, BN / CLUSTER);
+        g->epi = cml__gemm_epi_make(d, D[i], C ? C[i] : NULL);
+        int tiles_m = (int)((d->M + CML_SM90_BM - 1) / CML_SM90_BM);
+        g->cluster_rows = (tiles_m + CLUSTER - 1) / CLUSTER;
+        g->tiles_n = (int)((d->N + BN - 1) / BN);
+        g->k_blocks = (int)((d->K + row_elems - 1) / row_elems);
+        tile_end += g->cluster_rows * g->tiles_n;
+        g->tile_end = tile_end;
+    }
+    void *dev_groups = NULL;
+    if (st == CML_OK) st = cml_ctx_workspace(ctx, &dev_groups, bytes);
+    if (st == CML_OK) st = cml__cuda_memcpy(ctx, dev_groups, host, bytes, false, "cml_gemm_grouped");
+    free(host);
+    CML_TRY(st);
+
+    cml__sm90_problem p;
+    memset(&p, 0, sizeof p);
+    p.group_m = 16;
+    p.a_batch_fixed = p.b_batch_fixed = 1;
+    p.groups = (const cml__sm90_group *)dev_groups;
+    p.n_groups = (int)count;
+    int sms = cml__cuda_sm_count(dev);
+    long long clusters = tile_end < sms / CLUSTER ? tile_end : sms / CLUSTER;
+    CUtensorMap unused;
+    memset(&unused, 0, sizeof unused);
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = dim3((unsigned)(clusters * CLUSTER));
+    cfg.blockDim = dim3(CML_SM90_THREADS);
+    cfg.dynamicSmemBytes = smem_t::total;
+    cfg.stream = cml__stream(ctx);
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = CLUSTER;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    cml__gemm_epi no_epi;
+    memset(&no_epi, 0, sizeof no_epi);
+    cudaError_t e = cudaLaunchKernelEx(&cfg, gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER>, unused,
+                                       unused, no_epi, p);
+    if (e != cudaSuccess)
+        return cml__error(CML_ERR_CUDA, "cml_gemm_grouped: launching gemm_sm90_kernel<%s> for %lld problems failed: %s",
+                          cml_dtype_name(descs[0].a_dtype), (long long)count, cudaGetErrorString(e));
+    return CML_OK;
+}
+
+extern "C" cml_status cml__gemm_sm90_grouped(cml_ctx *ctx, const cml_gemm_desc *descs, int64_t count, void *const *D,
+                                             const void *const *A, const void *const *B, const void *const *C) {
+    CML_TRY(cml__cuda_activate(ctx));
+    const cml_gemm_desc *d = &descs[0];
+    bool ta = d->op_a == CML_OP_T, tb = d->op_b == CML_OP_N;
+    switch (input_kind(d)) {
+    case CML_SM90_BF16:
+        if (!ta && !tb) return sm90_grouped_launch<CML_SM90_BF16, 0, 0>(ctx, descs, count, D, A, B, C);
+        if (!ta && tb) return sm90_grouped_launch<CML_SM90_BF16, 0, 1>(ctx, descs, count, D, A, B, C);
+        if (ta && !tb) return sm90_grouped_launch<CML_SM90_BF16, 1, 0>(ctx, descs, count, D, A, B, C);
+        return sm90_grouped_launch<CML_SM90_BF16, 1, 1>(ctx, descs, count, D, A, B, C);
+    case CML_SM90_F16:
+        if (!ta && !tb) return sm90_grouped_launch<CML_SM90_F16, 0, 0>(ctx, descs, count, D, A, B, C);
+        if (!ta && tb) return sm90_grouped_launch<CML_SM90_F16, 0, 1>(ctx, descs, count, D, A, B, C);
+        if (ta && !tb) return sm90_grouped_launch<CML_SM90_F16, 1, 0>(ctx, descs, count, D, A, B, C);
+        return sm90_grouped_launch<CML_SM90_F16, 1, 1>(ctx, descs, count, D, A, B, C);
+    case CML_SM90_TF32: return sm90_grouped_launch<CML_SM90_TF32, 0, 0>(ctx, descs, count, D, A, B, C);
+    case CML_SM90_E4M3: return sm90_grouped_launch<CML_SM90_E4M3, 0, 0>(ctx, descs, count, D, A, B, C);
+    case CML_SM90_E5M2: return sm90_grouped_launch<CML_SM90_E5M2, 0, 0>(ctx, descs, count, D, A, B, C);
+    default:
+        return cml__error(CML_ERR_UNSUPPORTED, "cml_gemm_grouped: the sm90 path does not take a=%s",
+                          cml_dtype_name(d->a_dtype));
+    }
+}

@@ -1,0 +1,354 @@
+/* The Hopper GEMM kernel: D tile = op(A) tile x op(B) tile on wgmma tensor cores.
+ *
+ * Structure (one CTA per SM, persistent):
+ *   warpgroup 0   producer: one thread issues TMA loads of A and B tiles into a ring of
+ *                 STAGES shared-memory stages; full[s] completes when a stage's bytes land.
+ *   warpgroups 1,2 consumers: each owns 64 rows of the 128-row tile and BN columns; per
+ *                 stage it issues 4 wgmmas (each eats 32 bytes of K per row), keeps one
+ *                 stage's wgmmas in flight, and frees the stage before it (empty[s]).
+ *   setmaxnreg moves registers from the producer (40) to the consumers (232): a consumer
+ *   holds a 64 x BN f32 accumulator (BN/2 registers per thread).
+ * Tiles are visited in a grouped order (group_m tile rows at a time) so that the CTAs
+ * running together share A and B tiles in L2. Every K-block of a tile is accumulated in
+ * the same order, whatever the grid: results are bitwise reproducible.
+ *
+ * Shared-memory layout of a stage, written by TMA in the 128-byte swizzle (rows of 128
+ * bytes, 8-row atoms of 1024 bytes):
+ *   K-major operand (A with op N, B with op T): rows = M (or N) index, 128 bytes of K each.
+ *   M/N-major operand (16-bit only: A with op T, B with op N): 64-element column blocks of
+ *   BK_ROWS K rows each, one block after another (lbo = block size).
+ * KIND selects the input type; the epilogue (gemm_epilogue.cuh) does alpha, scales, beta*C,
+ * bias, activation and the store in D's dtype. */
+#ifndef CML_KERNELS_CUDA_GEMM_GEMM_SM90_KERNEL_CUH
+#define CML_KERNELS_CUDA_GEMM_GEMM_SM90_KERNEL_CUH
+
+#include <stdint.h>
+
+#include "kernels/cuda/common/hopper.cuh"
+#include "kernels/cuda/common/wgmma_ops.cuh"
+#include "kernels/cuda/gemm/gemm_epilogue.cuh"
+
+#define CML_SM90_BM 128      /* tile rows: two consumer warpgroups of 64 */
+#define CML_SM90_THREADS 384 /* producer + two consumers */
+#define CML_SM90_ROW_BYTES 128
+#define CML_SM90_PRODUCER_REGS 40
+#define CML_SM90_CONSUMER_REGS 232
+
+enum { CML_SM90_BF16 = 0, CML_SM90_F16 = 1, CML_SM90_TF32 = 2, CML_SM90_E4M3 = 3, CML_SM90_E5M2 = 4 };
+
+/* One problem of a grouped launch, in global memory (its maps 64-byte aligned, as TMA needs). */
+typedef struct cml__sm90_group { /* 64-byte aligned through CUtensorMap */
+    CUtensorMap map_a, map_b;
+    cml__gemm_epi epi;
+    int cluster_rows, tiles_n, k_blocks;
+    int tile_end; /* cluster tiles of problems 0..this one */
+} cml__sm90_group;
+
+/* The tile grid and how operands map onto it; passed by value. With n_groups > 0 the
+ * launch is grouped: the problems' maps, epilogues and grids come from groups[] and the
+ * fields above group_m are unused. */
+typedef struct cml__sm90_problem {
+    int tiles_m, tiles_n, batch;
+    int cluster_rows; /* ceil(tiles_m / CLUSTER): the tile rows of cluster-sized tile pairs */
+    int k_blocks;      /* ceil(K / elements per 128-byte row) */
+    int group_m;       /* tile rows visited together */
+    int a_batch_fixed; /* stride_a == 0: every batch reads matrix 0 */
+    int b_batch_fixed;
+    const cml__sm90_group *groups;
+    int n_groups;
+} cml__sm90_problem;
+
+/* Bytes of one element of KIND. */
+template <int KIND>
+struct cml__sm90_kind {
+    enum { bytes = KIND == CML_SM90_TF32 ? 4 : (KIND >= CML_SM90_E4M3 ? 1 : 2) };
+};
+
+/* The epilogue hands accumulators to global memory through shared memory, 32 columns at
+ * a time per consumer: rows of 32 floats padded to 40 so that the fragment's 8-byte
+ * writes hit every bank once per half-warp. */
+#define CML_SM90_EPI_COLS 32
+#define CML_SM90_EPI_STRIDE 40
+
+/* Dynamic shared memory a configuration needs: 1024 bytes of alignment slack, the stages,
+ * the two consumers' epilogue buffers, then the barriers. */
+template <int BN, int STAGES>
+struct cml__sm90_smem {
+    enum {
+        a_bytes = CML_SM90_BM * CML_SM90_ROW_BYTES,
+        b_bytes = BN * CML_SM90_ROW_BYTES,
+        epi_bytes = 64 * CML_SM90_EPI_STRIDE * 4,
+        total = 1024 + STAGES * (a_bytes + b_bytes) + 2 * epi_bytes + 2 * STAGES * 8
+    };
+};
+
+/* One wgmma of 32 bytes of K: dispatch on the input kind and tile width. */
+template <int BN, int KIND, int TRANS_A, int TRANS_B>
+static __device__ __forceinline__ void cml__sm90_mma(float *acc, uint64_t da, uint64_t db) {
+    if (KIND == CML_SM90_BF16) {
+        if (BN == 256) cml__wgmma_m64n256k16_bf16<TRANS_A, TRANS_B>(acc, da, db, 1);
+        else if (BN == 128) cml__wgmma_m64n128k16_bf16<TRANS_A, TRANS_B>(acc, da, db, 1);
+        else cml__wgmma_m64n64k16_bf16<TRANS_A, TRANS_B>(acc, da, db, 1);
+    } else if (KIND == CML_SM90_F16) {
+        if (BN == 256) cml__wgmma_m64n256k16_f16<TRANS_A, TRANS_B>(acc, da, db, 1);
+        else if (BN == 128) cml__wgmma_m64n128k16_f16<TRANS_A, TRANS_B>(acc, da, db, 1);
+        else cml__wgmma_m64n64k16_f16<TRANS_A, TRANS_B>(acc, da, db, 1);
+    } else if (KIND == CML_SM90_TF32) {
+        if (BN == 256) cml__wgmma_m64n256k8_tf32(acc, da, db, 1);
+        else if (BN == 128) cml__wgmma_m64n128k8_tf32(acc, da, db, 1);
+        else cml__wgmma_m64n64k8_tf32(acc, da, db, 1);
+    } else if (KIND == CML_SM90_E4M3) {
+        if (BN == 256) cml__wgmma_m64n256k32_e4m3(acc, da, db, 1);
+        else if (BN == 128) cml__wgmma_m64n128k32_e4m3(acc, da, db, 1);
+        else cml__wgmma_m64n64k32_e4m3(acc, da, db, 1);
+    } else {
+        if (BN == 256) cml__wgmma_m64n256k32_e5m2(acc, da, db, 1);
+        else if (BN == 128) cml__wgmma_m64n128k32_e5m2(acc, da, db, 1);
+        else cml__wgmma_m64n64k32_e5m2(acc, da, db, 1);
+    }
+}
+
+/* Synchronizes the 128 threads of one consumer warpgroup (barrier 1 or 2; 0 is __syncthreads). */
+static __device__ __forceinline__ void cml__sm90_consumer_sync(int consumer) {
+    asm volatile("bar.sync %0, 128;" ::"r"(consumer + 1) : "memory");
+}
+
+/* True when the epilogue is only D = alpha * acc in D's dtype (the common forward GEMM). */
+static __device__ __forceinline__ bool cml__sm90_plain_epilogue(const cml__gemm_epi *e) {
+    return e->act == CML_EPILOGUE_NONE && e->beta == 0.0f && !e->bias && e->a_scale_mode == CML_SCALE_NONE &&
+           e->b_scale_mode == CML_SCALE_NONE;
+}
+
+/* Stores one 64 x 32 block of finished accumulators from the staging buffer: thread t
+ * takes 4 neighbouring columns of rows t / 8, t / 8 + 16, ... so that 8 threads write
+ * one row's 32 columns together. Not inlined: one copy of the (branchy) general epilogue
+ * serves every block, which keeps the kernel small enough for the instruction cache.
+ * The plain epilogue writes 4 elements with one 8- or 16-byte store when they are inside
+ * D and aligned. */
+static __device__ __noinline__ void cml__sm90_store_block(const cml__gemm_epi *e, const float *stage, int batch,
+                                                          long long row0, long long col0, int t) {
+    /* the plain path's fields, read once: stores through D could alias *e, so the
+     * compiler would otherwise reload each one (through L1) after every store */
+    const long long M = e->M, N = e->N, ldd = e->ldd, base = batch * e->stride_d;
+    const int d_dtype = e->d_dtype;
+    const float alpha = e->alpha;
+    void *const D = e->D;
+    const bool plain = cml__sm90_plain_epilogue(e);
+    const int c = 4 * (t % 8);
+    const long long n = col0 + c;
+    for (int r = t / 8; r < 64; r += 16) {
+        const long long m = row0 + r;
+        if (m >= M) break;
+        if (plain && n + 3 < N) {
+            float4 v = *(const float4 *)(stage + r * CML_SM90_EPI_STRIDE + c);
+            const long long i = base + m * ldd + n;
+            if (d_dtype == CML_F32 && ((uintptr_t)((float *)D + i) & 15u) == 0) {
+                *(float4 *)((float *)D + i) = make_float4(alpha * v.x, alpha * v.y, alpha * v.z, alpha * v.w);
+                continue;
+            }
+            if (d_dtype != CML_F32 && ((uintptr_t)((uint16_t *)D + i) & 7u) == 0) {
+                bool bf = d_dtype == CML_BF16;
+                uint16_t h0 = bf ? cml__f32_to_bf16(alpha * v.x) : cml__f32_to_f16(alpha * v.x);
+                uint16_t h1 = bf ? cml__f32_to_bf16(alpha * v.y) : cml__f32_to_f16(alpha * v.y);
+                uint16_t h2 = bf ? cml__f32_to_bf16(alpha * v.z) : cml__f32_to_f16(alpha * v.z);
+                uint16_t h3 = bf ? cml__f32_to_bf16(alpha * v.w) : cml__f32_to_f16(alpha * v.w);
+                *(uint2 *)((uint16_t *)D + i) =
+                    make_uint2((uint32_t)h0 | ((uint32_t)h1 << 16), (uint32_t)h2 | ((uint32_t)h3 << 16));
+                continue;
+            }
+        }
+        /* the general epilogue: one scalar copy of its code, looped (code size is what
+         * matters here: every tile runs this once, often with a cold instruction cache) */
+#pragma unroll 1
+        for (int j = 0; j < 4; j++) cml__gemm_epi_store(e, batch, m, n + j, stage[r * CML_SM90_EPI_STRIDE + c + j]);
+    }
+}
+
+/* Frees a stage: one arrival on its empty barrier in every CTA of the cluster. */
+static __device__ __forceinline__ void cml__sm90_release(uint64_t *empty, int cluster) {
+    if (cluster == 1) {
+        cml__mbar_arrive(empty);
+        return;
+    }
+    for (int cta = 0; cta < cluster; cta++) cml__mbar_arrive_cluster(empty, (uint32_t)cta);
+}
+
+/* The cluster tile a linear index names, in grouped order (group_m tile rows at a time):
+ * tile row tm of the cluster's first CTA (CTA rank r takes row tm * CLUSTER + r),
+ * column tn, batch b. */
+static __device__ __forceinline__ void cml__sm90_tile(int cluster_rows, int tiles_n, int group_m, int tile, int *tm,
+                                                      int *tn, int *b) {
+    int per_batch = cluster_rows * tiles_n;
+    *b = tile / per_batch;
+    int t = tile - *b * per_batch;
+    int group_size = group_m * tiles_n;
+    int first_m = (t / group_size) * group_m;
+    int rows = min(cluster_rows - first_m, group_m);
+    int in_group = t % group_size;
+    *tm = first_m + in_group % rows;
+    *tn = in_group / rows;
+}
+
+/* Where linear cluster tile `tile` lies: its problem *g (grouped launches; tiles are visited
+ * in increasing order, so *g only moves forward), tile coordinates and K blocks. */
+static __device__ __forceinline__ void cml__sm90_locate(const cml__sm90_problem *p, int tile, int *g, int *tm, int *tn,
+                                                        int *b, int *k_blocks) {
+    if (p->n_groups == 0) {
+        cml__sm90_tile(p->cluster_rows, p->tiles_n, p->group_m, tile, tm, tn, b);
+        *k_blocks = p->k_blocks;
+        return;
+    }
+    while (p->groups[*g].tile_end <= tile) (*g)++;
+    const cml__sm90_group *q = &p->groups[*g];
+    const int start = *g > 0 ? p->groups[*g - 1].tile_end : 0;
+    cml__sm90_tile(q->cluster_rows, q->tiles_n, p->group_m, tile - start, tm, tn, b);
+    *k_blocks = q->k_blocks;
+}
+
+template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER>
+static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
+    gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                     const __grid_constant__ cml__gemm_epi epi, const __grid_constant__ cml__sm90_problem prob) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    typedef cml__sm90_smem<BN, STAGES> smem_t;
+    const int elems_per_row = CML_SM90_ROW_BYTES / cml__sm90_kind<KIND>::bytes; /* K elements per stage */
+    extern __shared__ uint8_t cml__sm90_smem_raw[];
+    uint8_t *smem = (uint8_t *)(((uintptr_t)cml__sm90_smem_raw + 1023) & ~(uintptr_t)1023);
+    uint8_t *stage_a = smem;
+    uint8_t *stage_b = smem + STAGES * smem_t::a_bytes;
+    float *epi_stage = (float *)(stage_b + STAGES * smem_t::b_bytes);
+    uint64_t *full = (uint64_t *)((uint8_t *)epi_stage + 2 * smem_t::epi_bytes);
+    uint64_t *empty = full + STAGES;
+    /* With CLUSTER = 2, the two CTAs of a cluster take vertically adjacent tiles that share
+     * their B tile: each loads half of it and multicasts it to both, so a stage may be
+     * refilled only when the consumers of both CTAs are done with it. */
+    const int rank = CLUSTER > 1 ? (int)cml__cluster_rank() : 0;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; s++) {
+            cml__mbar_init(&full[s], 1);
+            cml__mbar_init(&empty[s], 2 * CLUSTER); /* one arrival per consumer warpgroup of the cluster */
+        }
+        cml__mbar_init_fence();
+    }
+    if (CLUSTER > 1) cml__cluster_sync();
+    else __syncthreads();
+
+    const int total = prob.n_groups ? prob.groups[prob.n_groups - 1].tile_end
+                                    : prob.cluster_rows * prob.tiles_n * prob.batch;
+    const int first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;
+    const int warpgroup = threadIdx.x / 128;
+    if (warpgroup == 0) {
+        cml__regs_dealloc<CML_SM90_PRODUCER_REGS>();
+        if (threadIdx.x == 0) {
+            if (!prob.n_groups) {
+                cml__tma_prefetch_map(&map_a);
+                cml__tma_prefetch_map(&map_b);
+            }
+            int it = 0, g = 0;
+            for (int tile = first; tile < total; tile += step) {
+                int tm, tn, b, k_blocks;
+                cml__sm90_locate(&prob, tile, &g, &tm, &tn, &b, &k_blocks);
+                const CUtensorMap *ma = prob.n_groups ? &prob.groups[g].map_a : &map_a;
+                const CUtensorMap *mb = prob.n_groups ? &prob.groups[g].map_b : &map_b;
+                const int m0 = (tm * CLUSTER + rank) * CML_SM90_BM, n0 = tn * BN;
+                const int ba = prob.a_batch_fixed ? 0 : b, bb = prob.b_batch_fixed ? 0 : b;
+                for (int kb = 0; kb < k_blocks; kb++, it++) {
+                    const int s = it % STAGES, round = it / STAGES;
+                    if (round > 0) cml__mbar_wait(&empty[s], (round - 1) & 1);
+                    cml__mbar_arrive_expect_tx(&full[s], smem_t::a_bytes + smem_t::b_bytes);
+                    const int k0 = kb * elems_per_row;
+                    uint8_t *sa = stage_a + s * smem_t::a_bytes, *sb = stage_b + s * smem_t::b_bytes;
+                    if (TRANS_A) { /* A stored K x M: 64-column blocks of elems_per_row K rows */
+                        for (int j = 0; j < CML_SM90_BM / 64; j++)
+                            cml__tma_load_3d(sa + j * elems_per_row * CML_SM90_ROW_BYTES, ma, &full[s],
+                                             m0 + 64 * j, k0, ba);
+                    } else {
+                        cml__tma_load_3d(sa, ma, &full[s], k0, m0, ba);
+                    }
+                    if (TRANS_B) { /* B stored K x N (op N): N-major 64-column blocks, shared round-robin */
+                        for (int j = rank; j < BN / 64; j += CLUSTER) {
+                            uint8_t *dst = sb + j * elems_per_row * CML_SM90_ROW_BYTES;
+                            if (CLUSTER > 1)
+                                cml__tma_load_3d_multicast(dst, mb, &full[s], n0 + 64 * j, k0, bb,
+                                                           (1u << CLUSTER) - 1);
+                            else cml__tma_load_3d(dst, mb, &full[s], n0 + 64 * j, k0, bb);
+                        }
+                    } else if (CLUSTER > 1) { /* K-major: this CTA's share of the B rows */
+                        const int rows = BN / CLUSTER;
+                        cml__tma_load_3d_multicast(sb + rank * rows * CML_SM90_ROW_BYTES, mb, &full[s], k0,
+                                                   n0 + rank * rows, bb, (1u << CLUSTER) - 1);
+                    } else {
+                        cml__tma_load_3d(sb, mb, &full[s], k0, n0, bb);
+                    }
+                }
+            }
+        }
+    } else {
+        cml__regs_alloc<CML_SM90_CONSUMER_REGS>();
+        const int consumer = warpgroup - 1;
+        const bool leader = (threadIdx.x % 128) == 0;
+        const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+        float acc[BN / 2];
+        int it = 0, g = 0;
+        for (int tile = first; tile < total; tile += step) {
+            int tm, tn, b, k_blocks;
+            cml__sm90_locate(&prob, tile, &g, &tm, &tn, &b, &k_blocks);
+            const cml__gemm_epi *ep = prob.n_groups ? &prob.groups[g].epi : &epi;
+#pragma unroll
+            for (int i = 0; i < BN / 2; i++) acc[i] = 0.0f;
+            for (int kb = 0; kb < k_blocks; kb++, it++) {
+                const int s = it % STAGES;
+                cml__mbar_wait(&full[s], (it / STAGES) & 1);
+                const uint32_t sa = cml__smem_addr(stage_a + s * smem_t::a_bytes) + consumer * 64 * CML_SM90_ROW_BYTES;
+                const uint32_t sb = cml__smem_addr(stage_b + s * smem_t::b_bytes);
+                cml__wgmma_fence();
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    /* 32 bytes of K: +32 bytes along a K-major row, or +16 K rows in an M/N-major block */
+                    uint64_t da = TRANS_A ? cml__wgmma_desc(sa + k * 16 * CML_SM90_ROW_BYTES,
+                                                            elems_per_row * CML_SM90_ROW_BYTES, 1024)
+                                          : cml__wgmma_desc(sa + k * 32, 16, 1024);
+                    uint64_t db = TRANS_B ? cml__wgmma_desc(sb + k * 16 * CML_SM90_ROW_BYTES,
+                                                            elems_per_row * CML_SM90_ROW_BYTES, 1024)
+                                          : cml__wgmma_desc(sb + k * 32, 16, 1024);
+                    cml__sm90_mma<BN, KIND, TRANS_A, TRANS_B>(acc, da, db);
+                }
+                cml__wgmma_commit();
+                /* keep this stage's wgmmas in flight; the previous stage's are done: free it */
+                cml__wgmma_wait<1>();
+                cml__wgmma_reg_fence<BN / 2>(acc);
+                if (kb > 0 && leader) cml__sm90_release(&empty[(it - 1) % STAGES], CLUSTER);
+            }
+            cml__wgmma_wait<0>();
+            cml__wgmma_reg_fence<BN / 2>(acc);
+            if (leader) cml__sm90_release(&empty[(it - 1) % STAGES], CLUSTER);
+            tm = tm * CLUSTER + rank;
+
+            /* accumulator fragment: register 4q + 2h + e holds row 16 * warp + lane / 4 + 8h,
+             * column 8q + 2 (lane % 4) + e of this consumer's 64 x BN block */
+            float *stage = epi_stage + consumer * 64 * CML_SM90_EPI_STRIDE;
+            const int frag_row = 16 * warp + lane / 4, frag_col = 2 * (lane % 4);
+            const long long row0 = (long long)tm * CML_SM90_BM + consumer * 64;
+#pragma unroll
+            for (int blk = 0; blk < BN / CML_SM90_EPI_COLS; blk++) {
+                cml__sm90_consumer_sync(consumer); /* the previous block has been read */
+#pragma unroll
+                for (int q = 0; q < CML_SM90_EPI_COLS / 8; q++) {
+                    const int r = 4 * (blk * CML_SM90_EPI_COLS / 8 + q);
+                    float *p = stage + frag_row * CML_SM90_EPI_STRIDE + 8 * q + frag_col;
+                    *(float2 *)p = make_float2(acc[r], acc[r + 1]);
+                    *(float2 *)(p + 8 * CML_SM90_EPI_STRIDE) = make_float2(acc[r + 2], acc[r + 3]);
+                }
+                cml__sm90_consumer_sync(consumer);
+                cml__sm90_store_block(ep, stage, b, row0, (long long)tn * BN + blk * CML_SM90_EPI_COLS,
+                                      threadIdx.x % 128);
+            }
+        }
+    }
+    /* no CTA leaves while its peer may still multicast into it or arrive on its barriers */
+    if (CLUSTER > 1) cml__cluster_sync();
+#endif
+}
+
+#endif

@@ -1,0 +1,498 @@
+/* GPU tests of cml_gemm (src/kernels/cuda/gemm/): every case runs through the
+ * dispatcher (whichever path it picks: sm90, f32 or simt) and, when that is
+ * not the simt path, through cml__gemm_simt as well, each against the float64
+ * reference of tests/gemm_ref.h computed from the same quantized inputs.
+ *
+ * Covered: shapes with 1, 7, 127, 1025, 4095 and K not a multiple of 64; odd
+ * leading dims and data one element off alignment; all four op combinations;
+ * f32, f32 with tf32 math, f16, bf16, e4m3, e5m2 inputs (and mixed ones) into
+ * f32, f16 and bf16 outputs; every epilogue with bias per column and per row;
+ * per-tensor and per-row/column scales; batches with a broadcast (stride 0)
+ * operand; beta * C with C separate or in place; K = 0; the GELU pre-activation
+ * saved by one GEMM and read back by the GELU-backward epilogue of the next;
+ * dbias; grouped GEMM; and large shapes that the Hopper path takes (bf16
+ * 1024^3, 4096 x 4096 x 512 with op_b N and T, 1025^3), checked against the
+ * float64 reference on every 16th row and against the CPU path everywhere.
+ *
+ * Before every run the outputs are poisoned (0xFF: NaN), afterwards every
+ * element outside the output matrices (padding, batch gaps, the elements
+ * before an unaligned start) must still hold its old bytes, and a second run
+ * must be bitwise identical. Bounds (norm-wise): f32 1e-5; f32 output from
+ * 16-bit inputs 1e-4 (tensor cores add in f32 but not always with round to
+ * nearest); tf32 1e-3; 16-bit outputs and fp8 inputs 1e-2. Exits 77
+ * ("skipped") without a GPU. */
+#include "gemm_ref.h"
+#include "gpu_row_util.h"
+
+#ifndef CML_HAVE_CUDA
+int main(void) {
+    printf("skipped: built without CUDA\n");
+    return 77;
+}
+#else
+#include "kernels/cuda/cuda_kernels.h"
+
+static int path_counts[3];      /* sm90, f32, simt: what the dispatcher picked */
+static double path_worst[3];    /* worst error / bound seen per path */
+static int64_t cases_run;
+
+static int path_index(const char *name) { return name[0] == 's' ? (name[1] == 'm' ? 0 : 2) : 1; }
+
+static bool is_fp8(cml_dtype dt) { return dt == CML_F8E4M3 || dt == CML_F8E5M2; }
+
+static double bound_for(const gemm_case *g) {
+    if (g->d_dtype != CML_F32 || is_fp8(g->a_dtype) || is_fp8(g->b_dtype)) return 1e-2;
+    if (g->math == CML_GEMM_MATH_TF32) return 1e-3;
+    if (g->a_dtype != CML_F32 || g->b_dtype != CML_F32) return 1e-4;
+    return 1e-5;
+}
+
+/* A device copy of a host buffer's whole storage (offset included). */
+typedef struct dev_buf {
+    void *storage, *data;
+    size_t bytes;
+} dev_buf;
+
+static dev_buf dev_copy(const gemm_buf *h) {
+    dev_buf d;
+    d.bytes = h->bytes;
+    d.storage = dev_alloc(h->bytes);
+    CHECK(d.storage != NULL);
+    if (d.storage) upload(d.storage, h->storage, h->bytes);
+    d.data = d.storage ? (char *)d.storage + ((char *)h->data - (char *)h->storage) : NULL;
+    return d;
+}
+
+/* Every element of buf outside its batch x M x N matrix (row stride ld, batch
+ * stride stride) must still have the bytes of `before`. */
+static void check_untouched(const char *what, const char *name, const gemm_buf *h, const void *after,
+                            const void *before, int64_t batch, int64_t M, int64_t N, int64_t ld, int64_t stride) {
+    const size_t es = cml_dtype_size(h->dtype);
+    const int64_t off = (int64_t)(((const char *)h->data - (const char *)h->storage) / (ptrdiff_t)es);
+    const int64_t total = (int64_t)(h->bytes / es);
+    for (int64_t i = 0; i < total; i++) {
+        int64_t idx = i - off;
+        bool inside = false;
+        if (idx >= 0) {
+            int64_t b = stride > 0 ? idx / stride : 0, r = idx - b * stride;
+            inside = b < batch && r / ld < M && r % ld < N;
+        }
+        if (!inside && memcmp((const char *)after + i * es, (const char *)before + i * es, es) != 0) {
+            CHECK_MSG(false, "%s: %s element %lld (outside the matrix) was written", what, name, (long long)idx);
+            return;
+        }
+    }
+}
+
+static void compare(const char *what, const char *name, const float *out, const double *ref, int64_t batch,
+                    int64_t M, int64_t N, int64_t row_step, double bound, int path) {
+    double err = gemm_rel_error_rows(out, ref, batch, M, N, row_step);
+    if (path >= 0 && err / bound > path_worst[path]) path_worst[path] = err / bound;
+    CHECK_MSG(err <= bound, "%s: %s relative error %.3g > %.3g", what, name, err, bound);
+}
+
+/* Runs x on the GPU twice, through the dispatcher or (direct_simt) cml__gemm_simt,
+ * and checks D, aux and dbias against ref_* (from gemm_reference). D of the
+ * first run goes to out_d (batch*M*N, packed). Returns the path index taken. */
+static int run_on_gpu(gemm_data *x, const char *desc_str, bool direct_simt, int64_t row_step, const double *ref,
+                      const double *ref_aux, const double *ref_dbias, float *out_d) {
+    const gemm_case *g = &x->g;
+    dev_buf A = dev_copy(&x->A), B = dev_copy(&x->B), C = dev_copy(&x->C), D = dev_copy(&x->D);
+    dev_buf bias = dev_copy(&x->bias), aux = dev_copy(&x->aux), sa = dev_copy(&x->a_scale), sb = dev_copy(&x->b_scale);
+    dev_buf dbias = dev_copy(&x->dbias);
+    cml_gemm_desc d = x->desc;
+    d.bias = d.bias ? bias.data : NULL;
+    d.a_scale = d.a_scale ? (const float *)sa.data : NULL;
+    d.b_scale = d.b_scale ? (const float *)sb.data : NULL;
+    d.aux = d.aux ? aux.data : NULL;
+    d.dbias = d.dbias && !direct_simt ? dbias.data : NULL; /* the dispatcher computes dbias, not the paths */
+    const bool writes_aux = g->epilogue == CML_EPILOGUE_GELU_TANH_AUX;
+    const void *c_arg = g->beta == 0.0f ? NULL : g->c_aliases_d ? D.data : C.data;
+    const int path = direct_simt ? 2 : path_index(cml__gemm_cuda_path_name(gctx, &d, D.data, A.data, B.data, c_arg));
+    char what[400];
+    snprintf(what, sizeof what, "[%s] %s", direct_simt ? "simt direct" : path == 0 ? "sm90" : path == 1 ? "f32" : "simt",
+             desc_str);
+    const size_t es = cml_dtype_size(g->d_dtype);
+    unsigned char *got[2][3]; /* [run][D, aux, dbias] */
+    const gemm_buf *hb[3] = {&x->D, &x->aux, &x->dbias};
+    const dev_buf *db[3] = {&D, &aux, &dbias};
+    for (int run = 0; run < 2; run++) {
+        /* poison what is written; D keeps C's values when they alias (restored each run) */
+        if (g->c_aliases_d) upload(D.storage, x->D.storage, D.bytes);
+        else poison(D.data, (size_t)x->D.elems * es);
+        if (writes_aux) poison(aux.data, (size_t)x->aux.elems * es);
+        if (d.dbias) poison(dbias.data, (size_t)x->dbias.elems * es);
+        if (direct_simt) CHECK_OK(cml__gemm_simt(gctx, &d, D.data, A.data, B.data, c_arg));
+        else CHECK_OK(cml_gemm(gctx, &d, D.data, A.data, B.data, c_arg));
+        for (int k = 0; k < 3; k++) {
+            got[run][k] = malloc(hb[k]->bytes);
+            CHECK(got[run][k] != NULL);
+            download(got[run][k], db[k]->storage, hb[k]->bytes);
+        }
+    }
+    const double bound = bound_for(g);
+    const size_t offb = (size_t)((char *)x->D.data - (char *)x->D.storage);
+    gemm_unpack(out_d, got[0][0] + offb, g->d_dtype, g->batch, g->M, g->N, d.ldd, d.stride_d);
+    compare(what, "D", out_d, ref, g->batch, g->M, g->N, row_step, bound, path);
+    CHECK_MSG(memcmp(got[0][0], got[1][0], x->D.bytes) == 0, "%s: a repeat run's D differs", what);
+    /* outside D: the poison (or, in place, the original bytes; the unaligned head is never poisoned) must survive */
+    unsigned char *before = malloc(x->D.bytes);
+    CHECK(before != NULL);
+    memcpy(before, x->D.storage, x->D.bytes);
+    if (!g->c_aliases_d) memset(before + offb, 0xFF, x->D.bytes - offb);
+    check_untouched(what, "D", &x->D, got[0][0], before, g->batch, g->M, g->N, d.ldd, d.stride_d);
+    free(before);
+    if (writes_aux) {
+        const size_t offa = (size_t)((char *)x->aux.data - (char *)x->aux.storage);
+        float *o = malloc(sizeof(float) * (size_t)(g->batch * g->M * g->N));
+        gemm_unpack(o, got[0][1] + offa, g->d_dtype, g->batch, g->M, g->N, d.ldaux, d.stride_aux);
+        compare(what, "aux", o, ref_aux, g->batch, g->M, g->N, row_step, bound, path);
+        CHECK_MSG(memcmp(got[0][1], got[1][1], x->aux.bytes) == 0, "%s: a repeat run's aux differs", what);
+        free(o);
+    }
+    if (d.dbias) {
+        const size_t offd = (size_t)((char *)x->dbias.data - (char *)x->dbias.storage);
+        float *o = malloc(sizeof(float) * (size_t)(g->batch * g->M));
+        for (int64_t i = 0; i < g->batch * g->M; i++) o[i] = cml_dtype_load(got[0][2] + offd, g->d_dtype, i);
+        /* dbias sums the stored A values exactly: the f32 bound unless stored narrow */
+        compare(what, "dbias", o, ref_dbias, g->batch, g->M, 1, row_step, g->d_dtype == CML_F32 ? 1e-5 : 1e-2, -1);
+        CHECK_MSG(memcmp(got[0][2], got[1][2], x->dbias.bytes) == 0, "%s: a repeat run's dbias differs", what);
+        free(o);
+    }
+    for (int run = 0; run < 2; run++)
+        for (int k = 0; k < 3; k++) free(got[run][k]);
+    dev_buf *all[] = {&A, &B, &C, &D, &bias, &aux, &sa, &sb, &dbias};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dev_free(all[i]->storage, all[i]->bytes);
+    return path;
+}
+
+/* The whole check of one prepared case: the dispatcher, then cml__gemm_simt when
+ * the dispatcher chose another path; with row_step > 1 (the float64 reference
+ * on a subset of rows) every element is also compared with the CPU path. */
+static void run_data(gemm_data *x, int64_t row_step) {
+    const gemm_case *g = &x->g;
+    char desc_str[320];
+    gemm_case_str(g, desc_str, sizeof desc_str);
+    const int64_t total = g->batch * g->M * g->N;
+    double *ref = malloc(sizeof(double) * (size_t)total), *ref_aux = malloc(sizeof(double) * (size_t)total);
+    double *ref_dbias = malloc(sizeof(double) * (size_t)(g->batch * g->M));
+    float *out = malloc(sizeof(float) * (size_t)total);
+    CHECK(ref && ref_aux && ref_dbias && out);
+    gemm_reference(x, row_step, false, ref, ref_aux, ref_dbias);
+    const int path = run_on_gpu(x, desc_str, false, row_step, ref, ref_aux, ref_dbias, out);
+    path_counts[path]++;
+    cases_run++;
+    if (row_step > 1) {
+        /* the CPU path (exact f32 products through OpenBLAS) on host copies; it writes aux and dbias of x */
+        gemm_buf dcopy = gemm_buf_alloc(x->D.elems, 0, g->d_dtype);
+        memcpy(dcopy.data, x->D.data, (size_t)x->D.elems * cml_dtype_size(g->d_dtype));
+        const void *c = g->beta == 0 ? NULL : g->c_aliases_d ? dcopy.data : x->C.data;
+        CHECK_OK(cml_gemm(cctx, &x->desc, dcopy.data, x->A.data, x->B.data, c));
+        double *cpu = malloc(sizeof(double) * (size_t)total);
+        for (int64_t b = 0; b < g->batch; b++)
+            for (int64_t m = 0; m < g->M; m++)
+                for (int64_t n = 0; n < g->N; n++)
+                    cpu[(b * g->M + m) * g->N + n] =
+                        cml_dtype_load(dcopy.data, g->d_dtype, b * x->desc.stride_d + m * x->desc.ldd + n);
+        double err = th_rel_error(out, cpu, total);
+        CHECK_MSG(err <= bound_for(g), "[vs CPU] %s: relative error %.3g > %.3g", desc_str, err, bound_for(g));
+        free(cpu);
+        gemm_buf_free(&dcopy);
+    }
+    if (path != 2) run_on_gpu(x, desc_str, true, row_step, ref, ref_aux, NULL, out);
+    free(ref);
+    free(ref_aux);
+    free(ref_dbias);
+    free(out);
+}
+
+static void run_case(const gemm_case *g, int64_t row_step) {
+    gemm_data x;
+    gemm_data_make(&x, g, &rng);
+    run_data(&x, row_step);
+    gemm_data_free(&x);
+}
+
+static void test_shapes(void) {
+    static const int64_t mnk[][3] = {{1, 1, 1},      {7, 5, 3},     {1, 127, 1025}, {127, 33, 65},
+                                     {64, 1025, 17}, {1025, 127, 129}, {4095, 7, 63}, {7, 4095, 200},
+                                     {127, 129, 4095}, {33, 1, 7}};
+    for (int s = 0; s < 10; s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                gemm_case g = gemm_case_make((cml_op)ta, (cml_op)tb, mnk[s][0], mnk[s][1], mnk[s][2], 1);
+                g.ld_pad = (s + ta) % 2 ? 3 : 0;
+                g.offset = (s + tb) % 2;
+                run_case(&g, 1);
+            }
+}
+
+/* Every input dtype (and tf32) into every output dtype, all op combinations,
+ * aligned (the fast paths can take it) and not. */
+static void test_dtypes(void) {
+    static const cml_dtype ins[] = {CML_F32, CML_F32, CML_F16, CML_BF16, CML_F8E4M3, CML_F8E5M2};
+    static const cml_dtype outs[] = {CML_F32, CML_F16, CML_BF16};
+    const int n_out = under_sanitizer() ? 1 : 3;
+    for (int i = 0; i < 6; i++)
+        for (int o = 0; o < n_out; o++)
+            for (int ops = 0; ops < 4; ops++)
+                for (int aligned = 0; aligned < 2; aligned++) {
+                    gemm_case g = aligned ? gemm_case_make((cml_op)(ops & 1), (cml_op)(ops >> 1), 256, 264, 144, 1)
+                                          : gemm_case_make((cml_op)(ops & 1), (cml_op)(ops >> 1), 129, 65, 77, 1);
+                    g.a_dtype = g.b_dtype = ins[i];
+                    g.math = i == 1 ? CML_GEMM_MATH_TF32 : CML_GEMM_MATH_DEFAULT;
+                    g.d_dtype = outs[o];
+                    g.ld_pad = aligned ? 0 : 1;
+                    g.offset = aligned ? 0 : 1;
+                    run_case(&g, 1);
+                }
+    /* mixed input dtypes (only the simt path takes them) */
+    gemm_case g = gemm_case_make(CML_OP_T, CML_OP_N, 77, 91, 133, 2);
+    g.a_dtype = CML_F8E4M3;
+    g.b_dtype = CML_BF16;
+    g.d_dtype = CML_BF16;
+    run_case(&g, 1);
+    g.a_dtype = CML_F32;
+    g.b_dtype = CML_F16;
+    g.d_dtype = CML_F32;
+    run_case(&g, 1);
+}
+
+/* Every epilogue x bias (none, per column, per row) x output, with beta; bf16 aligned and f32 odd. */
+static void test_epilogues(void) {
+    static const cml_dtype outs[] = {CML_F32, CML_BF16, CML_F16};
+    for (int epi = 0; epi <= CML_EPILOGUE_DGELU_TANH; epi++)
+        for (int bias = 0; bias < 3; bias++)
+            for (int o = 0; o < 3; o++)
+                for (int aligned = 0; aligned < 2; aligned++) {
+                    gemm_case g = aligned ? gemm_case_make(CML_OP_N, CML_OP_T, 192, 136, 200, 2)
+                                          : gemm_case_make(CML_OP_T, CML_OP_N, 67, 45, 31, 2);
+                    g.a_dtype = g.b_dtype = aligned ? CML_BF16 : CML_F32;
+                    g.epilogue = (cml_epilogue)epi;
+                    g.bias = bias > 0;
+                    g.bias_axis = bias == 2 ? CML_BIAS_PER_ROW : CML_BIAS_PER_COLUMN;
+                    g.d_dtype = outs[o];
+                    g.c_dtype = outs[(o + 1) % 3];
+                    g.beta = o == 0 ? 0.0f : 0.5f;
+                    g.alpha = 1.25f;
+                    g.offset = aligned ? 0 : 1;
+                    g.ld_pad = aligned ? 8 : 1; /* 8 bf16 = 16 bytes: still TMA-aligned */
+                    run_case(&g, 1);
+                }
+}
+
+static void test_scales(void) {
+    static const cml_dtype ins[] = {CML_F8E4M3, CML_F8E5M2, CML_BF16, CML_F32};
+    for (int i = 0; i < 4; i++)
+        for (int sa = 0; sa < 3; sa++)
+            for (int sb = 0; sb < 3; sb++) {
+                gemm_case g = gemm_case_make(CML_OP_N, CML_OP_T, 128, 200, 256, 1); /* fp8's K-major layout */
+                g.a_dtype = g.b_dtype = ins[i];
+                g.d_dtype = (sa + sb) % 2 ? CML_BF16 : CML_F32;
+                g.a_scale_mode = (cml_scale_mode)sa;
+                g.b_scale_mode = (cml_scale_mode)sb;
+                g.bias = sa == 1;
+                g.epilogue = sb == 2 ? CML_EPILOGUE_GELU_TANH : CML_EPILOGUE_NONE;
+                run_case(&g, 1);
+            }
+}
+
+static void test_batched_beta_k0(void) {
+    for (int t = 0; t < 8; t++) {
+        gemm_case g = gemm_case_make((cml_op)(t & 1), (cml_op)((t >> 1) & 1), 96, 80, 64, 3);
+        g.a_dtype = g.b_dtype = t < 4 ? CML_BF16 : CML_F32;
+        g.broadcast_a = t % 3 == 0;
+        g.broadcast_b = t % 3 == 1;
+        g.beta = t % 2 ? 1.0f : -0.5f;
+        g.c_aliases_d = t >= 4;
+        g.offset = t == 7;
+        g.ld_pad = t == 6 ? 5 : 0;
+        run_case(&g, 1);
+    }
+    gemm_case g = gemm_case_make(CML_OP_N, CML_OP_N, 7, 9, 0, 2); /* K = 0: beta * C + bias */
+    g.beta = 2.0f;
+    g.bias = true;
+    g.dbias = true;
+    run_case(&g, 1);
+    g = gemm_case_make(CML_OP_T, CML_OP_T, 130, 70, 0, 1); /* K = 0, beta 0: zeros through GELU */
+    g.epilogue = CML_EPILOGUE_GELU_TANH;
+    g.d_dtype = CML_BF16;
+    run_case(&g, 1);
+}
+
+/* The forward saves z in aux; the backward GEMM reads it with DGELU. */
+static void test_aux_round_trip(void) {
+    for (int t = 0; t < 2; t++) {
+        gemm_case fwd = gemm_case_make(CML_OP_N, CML_OP_T, 256, 192, 128, 1);
+        fwd.a_dtype = fwd.b_dtype = t ? CML_F32 : CML_BF16;
+        fwd.d_dtype = t ? CML_F32 : CML_BF16;
+        fwd.epilogue = CML_EPILOGUE_GELU_TANH_AUX;
+        fwd.bias = true;
+        gemm_data x;
+        gemm_data_make(&x, &fwd, &rng);
+        /* run the forward on the GPU and keep its aux */
+        dev_buf A = dev_copy(&x.A), B = dev_copy(&x.B), D = dev_copy(&x.D), bias = dev_copy(&x.bias),
+                aux = dev_copy(&x.aux);
+        cml_gemm_desc d = x.desc;
+        d.bias = bias.data;
+        d.aux = aux.data;
+        poison(aux.data, (size_t)x.aux.elems * cml_dtype_size(fwd.d_dtype));
+        CHECK_OK(cml_gemm(gctx, &d, D.data, A.data, B.data, NULL));
+        gemm_case bwd = fwd;
+        bwd.epilogue = CML_EPILOGUE_DGELU_TANH;
+        bwd.bias = false;
+        bwd.op_a = CML_OP_T; /* a different product of the same M x N */
+        gemm_data y;
+        gemm_data_make(&y, &bwd, &rng);
+        CHECK(y.aux.bytes == x.aux.bytes);
+        download(y.aux.storage, aux.storage, y.aux.bytes);
+        run_data(&y, 1);
+        /* and the saved z matches the forward's reference */
+        double *ref = malloc(sizeof(double) * 256 * 192), *ref_aux = malloc(sizeof(double) * 256 * 192);
+        float *out = malloc(sizeof(float) * 256 * 192);
+        gemm_reference(&x, 1, false, ref, ref_aux, NULL);
+        gemm_unpack(out, y.aux.data, fwd.d_dtype, 1, 256, 192, x.desc.ldaux, x.desc.stride_aux);
+        double err = th_rel_error(out, ref_aux, 256 * 192);
+        CHECK_MSG(err <= bound_for(&fwd), "aux round trip (%s): saved z relative error %.3g", cml_dtype_name(fwd.d_dtype), err);
+        free(ref);
+        free(ref_aux);
+        free(out);
+        dev_buf *all[] = {&A, &B, &D, &bias, &aux};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dev_free(all[i]->storage, all[i]->bytes);
+        gemm_data_free(&x);
+        gemm_data_free(&y);
+    }
+}
+
+/* The Linear backward: dW = dY^T X with dbias = column sums of dY. */
+static void test_dbias(void) {
+    static const int64_t shapes[][3] = {{768, 256, 8192}, {33, 17, 1025}, {1, 5, 7}, {300, 64, 4095}};
+    for (int s = 0; s < 4; s++)
+        for (int t = 0; t < 3; t++) {
+            if (under_sanitizer() && s == 0) continue;
+            gemm_case g = gemm_case_make(t == 2 ? CML_OP_N : CML_OP_T, CML_OP_N, shapes[s][0], shapes[s][1], shapes[s][2],
+                                         s == 1 ? 3 : 1);
+            g.dbias = true;
+            g.a_dtype = g.b_dtype = t == 1 ? CML_F32 : CML_BF16;
+            g.d_dtype = t == 1 ? CML_F32 : CML_BF16;
+            g.a_scale_mode = s == 3 ? CML_SCALE_VECTOR : CML_SCALE_NONE;
+            g.broadcast_a = s == 1 && t == 0;
+            g.offset = s == 1;
+            run_case(&g, s == 0 ? 16 : 1);
+        }
+}
+
+static void test_grouped(void) {
+    enum { G = 5 };
+    static const int64_t sizes[G][3] = {{256, 128, 64}, {1, 7, 5}, {127, 1025, 65}, {512, 512, 512}, {64, 64, 0}};
+    gemm_data x[G];
+    cml_gemm_desc descs[G];
+    void *Ds[G];
+    const void *As[G], *Bs[G], *Cs[G];
+    dev_buf dA[G], dB[G], dC[G], dD[G], dbias[G];
+    for (int i = 0; i < G; i++) {
+        gemm_case g = gemm_case_make(CML_OP_N, CML_OP_T, sizes[i][0], sizes[i][1], sizes[i][2], 1);
+        g.a_dtype = g.b_dtype = CML_BF16;
+        g.d_dtype = CML_BF16;
+        g.epilogue = CML_EPILOGUE_RELU;
+        g.bias = i != 1;
+        g.beta = i == 2 ? 0.5f : 0.0f;
+        gemm_data_make(&x[i], &g, &rng);
+        dA[i] = dev_copy(&x[i].A);
+        dB[i] = dev_copy(&x[i].B);
+        dC[i] = dev_copy(&x[i].C);
+        dD[i] = dev_copy(&x[i].D);
+        dbias[i] = dev_copy(&x[i].bias);
+        descs[i] = x[i].desc;
+        descs[i].bias = g.bias ? dbias[i].data : NULL;
+        Ds[i] = dD[i].data;
+        As[i] = dA[i].data;
+        Bs[i] = dB[i].data;
+        Cs[i] = g.beta != 0 ? dC[i].data : NULL;
+        poison(dD[i].data, (size_t)x[i].D.elems * 2);
+    }
+    CHECK_OK(cml_gemm_grouped(gctx, descs, G, Ds, As, Bs, Cs));
+    for (int i = 0; i < G; i++) {
+        const gemm_case *g = &x[i].g;
+        int64_t n = g->M * g->N;
+        double *ref = malloc(sizeof(double) * (size_t)n);
+        float *out = malloc(sizeof(float) * (size_t)n);
+        unsigned char *h = malloc(x[i].D.bytes);
+        gemm_reference(&x[i], 1, false, ref, NULL, NULL);
+        download(h, dD[i].storage, x[i].D.bytes);
+        gemm_unpack(out, h, CML_BF16, 1, g->M, g->N, descs[i].ldd, 0);
+        double err = th_rel_error(out, ref, n);
+        CHECK_MSG(err <= 1e-2, "grouped problem %d (%lldx%lldx%lld): relative error %.3g", i, (long long)g->M,
+                  (long long)g->N, (long long)g->K, err);
+        free(ref);
+        free(out);
+        free(h);
+        dev_buf *all[] = {&dA[i], &dB[i], &dC[i], &dD[i], &dbias[i]};
+        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) dev_free(all[k]->storage, all[k]->bytes);
+        gemm_data_free(&x[i]);
+    }
+}
+
+/* Shapes the Hopper path takes: checked on every 16th row against float64 and everywhere against the CPU. */
+static void test_large(void) {
+    if (under_sanitizer()) return;
+    gemm_case g = gemm_case_make(CML_OP_N, CML_OP_T, 1024, 1024, 1024, 1);
+    g.a_dtype = g.b_dtype = g.d_dtype = CML_BF16;
+    run_case(&g, 16);
+    g.op_b = CML_OP_N;
+    run_case(&g, 16);
+    for (int tb = 0; tb < 2; tb++) {
+        g = gemm_case_make(CML_OP_N, (cml_op)tb, 4096, 4096, 512, 1);
+        g.a_dtype = g.b_dtype = CML_BF16;
+        g.d_dtype = CML_BF16;
+        g.bias = true;
+        g.epilogue = CML_EPILOGUE_GELU_TANH;
+        run_case(&g, 16);
+    }
+    g = gemm_case_make(CML_OP_N, CML_OP_T, 1025, 1025, 1025, 1);
+    g.a_dtype = g.b_dtype = CML_BF16;
+    run_case(&g, 16);
+    g = gemm_case_make(CML_OP_N, CML_OP_N, 1024, 1024, 1024, 1);
+    g.a_dtype = g.b_dtype = CML_F32;
+    run_case(&g, 16);
+    g.math = CML_GEMM_MATH_TF32;
+    g.op_b = CML_OP_T;
+    run_case(&g, 16);
+    g = gemm_case_make(CML_OP_N, CML_OP_T, 2048, 2048, 2048, 1);
+    g.a_dtype = g.b_dtype = CML_F8E4M3;
+    g.d_dtype = CML_BF16;
+    g.a_scale_mode = g.b_scale_mode = CML_SCALE_TENSOR;
+    run_case(&g, 32);
+}
+
+static void test_report(void) {
+    printf("  %lld cases; dispatcher picked sm90 %d, f32 %d, simt %d times; worst error/bound: sm90 %.3g, f32 %.3g, "
+           "simt %.3g\n",
+           (long long)cases_run, path_counts[0], path_counts[1], path_counts[2], path_worst[0], path_worst[1],
+           path_worst[2]);
+}
+
+/* CML_TEST_ONLY=name runs only the tests whose names contain it (for slow sanitizer tools). */
+#undef RUN
+#define RUN(fn)                                                                                    \
+    do {                                                                                           \
+        const char *only_ = getenv("CML_TEST_ONLY");                                              \
+        if (!only_ || strstr(#fn, only_)) th_run(#fn, fn);                                        \
+    } while (0)
+
+int main(void) {
+    int rc = gpu_test_init(13579);
+    if (rc) return rc;
+    RUN(test_shapes);
+    RUN(test_dtypes);
+    RUN(test_epilogues);
+    RUN(test_scales);
+    RUN(test_batched_beta_k0);
+    RUN(test_aux_round_trip);
+    RUN(test_dbias);
+    RUN(test_grouped);
+    RUN(test_large);
+    RUN(test_report);
+    return th_finish();
+}
+#endif
