@@ -234,11 +234,6 @@ static int run(const cnn_args *a, const classifier_opts *o) {
         fprintf(stderr, "camel: need --limit >= 0 and 1 <= --width <= 4096\n");
         return 2;
     }
-    if (strcmp(o->device, "cpu") != 0) { /* before loading anything: conv/pool/batchnorm have no CUDA kernels yet */
-        fprintf(stderr, "camel: train cnn runs on the CPU only in this version (the convolution, pooling and "
-                        "BatchNorm kernels have no CUDA versions yet)\nhint: leave out --device or pass --device cpu\n");
-        return 2;
-    }
     int status = classifier_check(o);
     if (status) return status;
 

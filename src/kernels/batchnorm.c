@@ -1,10 +1,13 @@
 /* Batch normalization over (N, C, HW) (NCHW) or (N, HW, C) (NHWC): argument
- * validation and device dispatch. */
+ * validation and device dispatch (CUDA: src/kernels/cuda/norm/batchnorm_*.cu). */
 #include <math.h>
 
 #include "camel/kernels.h"
 #include "kernels/cpu/cpu_vision.h"
 #include "kernels/kernel_check.h"
+#ifdef CML_HAVE_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
 
 static cml_status check_sizes(const char *fn, int64_t N, int64_t C, int64_t HW, cml_dtype dtype) {
     CML_TRY(cml__check_size(fn, "N", N, 1));
@@ -34,6 +37,11 @@ cml_status cml_batchnorm_fwd(cml_ctx *ctx, void *y, float *save_mean, float *sav
         CML_CHECK_ARG(running_mean != NULL && running_var != NULL,
                       "%s: running_mean and running_var must not be NULL in eval mode (training=false)", fn);
     }
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA)
+        return cml__batchnorm_fwd_cuda(ctx, y, save_mean, save_rstd, running_mean, running_var, x, gamma, beta, N, C,
+                                       HW, channels_last, training, momentum, eps, dtype);
+#endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__batchnorm_fwd_cpu(ctx, y, save_mean, save_rstd, running_mean, running_var, x, gamma, beta, N, C, HW,
                                   channels_last, training, momentum, eps, dtype);
@@ -50,6 +58,11 @@ cml_status cml_batchnorm_bwd(cml_ctx *ctx, void *dx, float *dgamma, float *dbeta
     CML__CHECK_NOT_NULL(fn, x);
     CML__CHECK_NOT_NULL(fn, save_mean);
     CML__CHECK_NOT_NULL(fn, save_rstd);
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA)
+        return cml__batchnorm_bwd_cuda(ctx, dx, dgamma, dbeta, dy, x, gamma, save_mean, save_rstd, N, C, HW,
+                                       channels_last, dtype);
+#endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__batchnorm_bwd_cpu(ctx, dx, dgamma, dbeta, dy, x, gamma, save_mean, save_rstd, N, C, HW,
                                   channels_last, dtype);

@@ -1,8 +1,11 @@
 /* 2-d convolution (NCHW or NHWC; stride, padding, dilation, groups): argument
- * validation and device dispatch. */
+ * validation and device dispatch (CUDA: src/kernels/cuda/conv/). */
 #include "camel/kernels.h"
 #include "kernels/cpu/cpu_vision.h"
 #include "kernels/kernel_check.h"
+#ifdef CML_HAVE_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
 
 /* Validates every field of the descriptor and computes the output size. */
 static cml_status check_desc(const char *fn, const cml_conv2d_desc *d, int64_t *P, int64_t *Q) {
@@ -72,8 +75,11 @@ cml_status cml_conv2d_fwd(cml_ctx *ctx, const cml_conv2d_desc *desc, void *y, co
         CML__CHECK_NOT_NULL(fn, x);
         CML__CHECK_NOT_NULL(fn, w);
     }
-    if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     if (desc->N == 0) return CML_OK;
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA) return cml__conv2d_fwd_cuda(ctx, desc, P, Q, y, x, w, bias);
+#endif
+    if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__conv2d_fwd_cpu(ctx, desc, P, Q, y, x, w, bias);
 }
 
@@ -88,8 +94,11 @@ cml_status cml_conv2d_bwd_data(cml_ctx *ctx, const cml_conv2d_desc *desc, void *
         CML__CHECK_NOT_NULL(fn, dy);
         CML__CHECK_NOT_NULL(fn, w);
     }
-    if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     if (desc->N == 0) return CML_OK;
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA) return cml__conv2d_bwd_data_cuda(ctx, desc, P, Q, dx, dy, w);
+#endif
+    if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__conv2d_bwd_data_cpu(ctx, desc, P, Q, dx, dy, w);
 }
 
@@ -104,6 +113,9 @@ cml_status cml_conv2d_bwd_filter(cml_ctx *ctx, const cml_conv2d_desc *desc, void
         CML__CHECK_NOT_NULL(fn, dy);
         CML__CHECK_NOT_NULL(fn, x);
     }
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA) return cml__conv2d_bwd_filter_cuda(ctx, desc, P, Q, dw, dbias, dy, x);
+#endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__conv2d_bwd_filter_cpu(ctx, desc, P, Q, dw, dbias, dy, x);
 }

@@ -1,7 +1,11 @@
-/* 2-d max / average pooling (NCHW or NHWC): argument validation and device dispatch. */
+/* 2-d max / average pooling (NCHW or NHWC): argument validation and device dispatch
+ * (CUDA: src/kernels/cuda/pool/pool.cu). */
 #include "camel/kernels.h"
 #include "kernels/cpu/cpu_vision.h"
 #include "kernels/kernel_check.h"
+#ifdef CML_HAVE_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
 
 static cml_status check_desc(const char *fn, const cml_pool2d_desc *d, int64_t *P, int64_t *Q) {
     CML_CHECK_ARG(d != NULL, "%s: desc must not be NULL", fn);
@@ -56,8 +60,12 @@ cml_status cml_pool2d_fwd(cml_ctx *ctx, const cml_pool2d_desc *desc, void *y, in
         CML__CHECK_NOT_NULL(fn, y);
         CML__CHECK_NOT_NULL(fn, x);
     }
-    if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     if (desc->N == 0) return CML_OK;
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA)
+        return cml__pool2d_fwd_cuda(ctx, desc, P, Q, y, desc->mode == CML_POOL_MAX ? indices : NULL, x);
+#endif
+    if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__pool2d_fwd_cpu(ctx, desc, P, Q, y, desc->mode == CML_POOL_MAX ? indices : NULL, x);
 }
 
@@ -73,7 +81,11 @@ cml_status cml_pool2d_bwd(cml_ctx *ctx, const cml_pool2d_desc *desc, void *dx, c
         if (desc->mode == CML_POOL_MAX)
             CML_CHECK_ARG(indices != NULL, "%s: indices must not be NULL for CML_POOL_MAX (pass the forward's)", fn);
     }
-    if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     if (desc->N == 0) return CML_OK;
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA)
+        return cml__pool2d_bwd_cuda(ctx, desc, P, Q, dx, dy, desc->mode == CML_POOL_MAX ? indices : NULL);
+#endif
+    if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__pool2d_bwd_cpu(ctx, desc, P, Q, dx, dy, desc->mode == CML_POOL_MAX ? indices : NULL);
 }
