@@ -1,6 +1,9 @@
 /* camel train gpt: a character-level GPT on a text file (Tiny Shakespeare by
  * default), with AdamW, a cosine schedule with warm-up, periodic evaluation and
- * samples, checkpoints that resume bitwise, and an optional JSON-lines log. */
+ * samples, checkpoints that resume bitwise, and an optional JSON-lines log.
+ * With --device cuda the model and optimizer state live on the GPU and each
+ * batch of token ids is copied there; batches are drawn on the host, so a run
+ * sees the same data on either device. */
 #define _POSIX_C_SOURCE 200809L /* readlink, access */
 #include <math.h>
 #include <stdlib.h>
@@ -140,10 +143,33 @@ static const char *resolve_data(const char *path, char *buf, size_t n) {
     return path;
 }
 
+/* A batch of inputs x and targets y (B, T) drawn on the host, on dev (NULL, error set, on failure). */
+static cml_status draw_batch(const int64_t *tokens, int64_t n, int64_t B, int64_t T, cml_rng *rng, cml_device dev,
+                             cml_tensor **x, cml_tensor **y) {
+    *x = *y = NULL;
+    cml_tensor *xh = NULL, *yh = NULL;
+    cml_status s = cml_token_windows(tokens, n, B, T, rng, &xh, &yh);
+    if (s == CML_OK && dev.type == CML_CPU) {
+        *x = xh, *y = yh;
+        return CML_OK;
+    }
+    if (s == CML_OK) {
+        *x = cml_tensor_to(xh, dev);
+        *y = *x ? cml_tensor_to(yh, dev) : NULL;
+        if (!*y) {
+            s = cml_last_status();
+            cml_tensor_release(*x);
+            *x = NULL;
+        }
+    }
+    cml_tensor_release_all((cml_tensor *[]){xh, yh}, 2);
+    return s;
+}
+
 /* Mean loss over iters random batches drawn with a generator seeded the same way
  * each time (the same batches at every evaluation), without a graph. */
 static double estimate_loss(cml_module *model, const int64_t *tokens, int64_t n, int64_t iters, int64_t B, int64_t T,
-                            uint64_t seed) {
+                            uint64_t seed, cml_device dev) {
     bool prev = cml_set_grad_enabled(false);
     cml_module_train(model, false);
     cml_rng rng;
@@ -151,7 +177,7 @@ static double estimate_loss(cml_module *model, const int64_t *tokens, int64_t n,
     double sum = 0;
     for (int64_t i = 0; i < iters && !isnan(sum); i++) {
         cml_tensor *x = NULL, *y = NULL;
-        cml_tensor *loss = cml_token_windows(tokens, n, B, T, &rng, &x, &y) == CML_OK ? cml_gpt_loss(model, x, y) : NULL;
+        cml_tensor *loss = draw_batch(tokens, n, B, T, &rng, dev, &x, &y) == CML_OK ? cml_gpt_loss(model, x, y) : NULL;
         sum = loss ? sum + cml_tensor_item(loss) : NAN;
         cml_tensor_release_all((cml_tensor *[]){x, y, loss}, 3);
     }
@@ -195,6 +221,7 @@ typedef struct trainer {
     int n_params;
     cml_optim *opt;
     cml_rng data_rng;
+    cml_device dev;
     cli_json log;
     char config_text[256], vocab_text[520], train_text[512];
 } trainer;
@@ -243,8 +270,8 @@ static int resume(trainer *t, int64_t *step) {
 static double train_step(trainer *t, double lr) {
     cml_optim_set_lr(t->opt, (float)lr);
     cml_tensor *x = NULL, *y = NULL;
-    cml_tensor *loss = cml_token_windows(t->tokens, t->n_train, t->a->batch, t->cfg.block_size, &t->data_rng, &x,
-                                         &y) == CML_OK
+    cml_tensor *loss = draw_batch(t->tokens, t->n_train, t->a->batch, t->cfg.block_size, &t->data_rng, t->dev, &x,
+                                  &y) == CML_OK
                            ? cml_gpt_loss(t->model, x, y)
                            : NULL;
     double value = NAN;
@@ -293,8 +320,8 @@ static int train(trainer *t, double t0) {
         bool eval = step % a->eval_every == 0 || step == a->steps;
         if (!eval && step != end) continue;
         if (eval) {
-            train_loss = estimate_loss(t->model, t->tokens, t->n_train, a->eval_iters, a->batch, T, seed + 101);
-            val_loss = estimate_loss(t->model, val, n_val, a->eval_iters, a->batch, T, seed + 202);
+            train_loss = estimate_loss(t->model, t->tokens, t->n_train, a->eval_iters, a->batch, T, seed + 101, t->dev);
+            val_loss = estimate_loss(t->model, val, n_val, a->eval_iters, a->batch, T, seed + 202, t->dev);
             if (isnan(train_loss) || isnan(val_loss)) return cli_fail("evaluation", NULL);
             double rate = train_time > 0 ? (double)seen_since / train_time : 0;
             cli_progress_finish(&progress);
@@ -319,8 +346,8 @@ static int train(trainer *t, double t0) {
     }
     cli_progress_finish(&progress);
     if (step == a->steps && isnan(val_loss)) { /* resumed from a checkpoint of the last step */
-        train_loss = estimate_loss(t->model, t->tokens, t->n_train, a->eval_iters, a->batch, T, seed + 101);
-        val_loss = estimate_loss(t->model, val, n_val, a->eval_iters, a->batch, T, seed + 202);
+        train_loss = estimate_loss(t->model, t->tokens, t->n_train, a->eval_iters, a->batch, T, seed + 101, t->dev);
+        val_loss = estimate_loss(t->model, val, n_val, a->eval_iters, a->batch, T, seed + 202, t->dev);
     }
     double wall = cli_now() - t0;
     double rate = total_train_time > 0 ? (double)((step - first) * tokens_per_step) / total_train_time : 0;
@@ -376,9 +403,7 @@ static int check_device(const char *text) {
         return 1;
     }
     if (!cml_ctx_default(dev)) return cli_fail("cannot use the GPU", "run with --device cpu (the default)");
-    fprintf(stderr, "camel: train gpt runs on the CPU only in this version (the attention, embedding and GEMM "
-                    "kernels it needs have no CUDA versions yet)\nhint: run with --device cpu (the default)\n");
-    return 1;
+    return 0;
 }
 
 /* Every step allocates and frees the same activation buffers. glibc serves large
@@ -438,7 +463,13 @@ static int run(gpt_args *a) {
     cml_rng init_rng;
     cml_rng_init(&init_rng, (uint64_t)a->seed);
     cml_rng_init(&t.data_rng, (uint64_t)a->seed ^ 0x9E3779B97F4A7C15ull);
+    cml_device_parse(a->device, &t.dev); /* checked by check_device */
     t.model = cml_gpt_create(&t.cfg, &init_rng);
+    /* the model moves before the optimizer takes its parameters (its state goes where they are) */
+    if (t.model && t.dev.type != CML_CPU && cml_module_to(t.model, t.dev) != CML_OK) {
+        status = cli_fail("moving the model to the device", NULL);
+        goto done;
+    }
     t.n_params = t.model ? cml_module_parameters(t.model, NULL, 0) : 0;
     t.params = t.n_params > 0 ? calloc((size_t)t.n_params, sizeof *t.params) : NULL;
     if (t.params) cml_module_parameters(t.model, t.params, t.n_params);
@@ -461,9 +492,9 @@ static int run(gpt_args *a) {
            a->preset, (long long)t.cfg.n_layer, (long long)t.cfg.n_head, (long long)t.cfg.n_embd, (long long)T,
            (double)t.cfg.dropout, (double)cml_module_num_elements(t.model) / 1e6);
     printf("training: AdamW lr %g -> %g (cosine, %lld warm-up steps), weight decay %g, clip %g, batch %lld x %lld "
-           "tokens, %lld steps, %d CPU threads\n",
+           "tokens, %lld steps, on %s, %d CPU threads\n",
            a->lr, a->min_lr, (long long)a->warmup, a->weight_decay, a->grad_clip, (long long)a->batch, (long long)T,
-           (long long)a->steps, cml_cpu_threads());
+           (long long)a->steps, cml_device_name(t.dev), cml_cpu_threads());
     fflush(stdout);
     if (!cli_json_open(&t.log, a->log)) {
         status = 1;

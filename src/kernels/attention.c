@@ -1,10 +1,14 @@
 /* Scaled dot-product attention: the descriptor helper, argument validation
- * and device dispatch. */
+ * and device dispatch (CUDA: src/kernels/cuda/attention/, which picks its own
+ * path; see cuda_kernels.h). */
 #include <math.h>
 
 #include "camel/kernels.h"
 #include "kernels/cpu/cpu_transformer.h"
 #include "kernels/kernel_check.h"
+#ifdef CML_HAVE_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
 
 cml_attention_desc cml_attention_desc_bshd(int64_t B, int64_t S_q, int64_t S_kv, int64_t H_q, int64_t H_kv,
                                            int64_t D, bool causal, cml_dtype dtype) {
@@ -103,8 +107,11 @@ cml_status cml_attention_fwd(cml_ctx *ctx, const cml_attention_desc *desc, void 
         CML__CHECK_NOT_NULL(fn, K);
         CML__CHECK_NOT_NULL(fn, V);
     }
-    if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     if (desc->B == 0) return CML_OK;
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA) return cml__attention_fwd_cuda(ctx, desc, O, lse, Q, K, V);
+#endif
+    if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__attention_fwd_cpu(ctx, desc, O, lse, Q, K, V);
 }
 
@@ -126,7 +133,11 @@ cml_status cml_attention_bwd(cml_ctx *ctx, const cml_attention_desc *desc, void 
         CML__CHECK_NOT_NULL(fn, O);
         CML__CHECK_NOT_NULL(fn, lse);
     }
-    if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     if (desc->B == 0) return CML_OK;
+#ifdef CML_HAVE_CUDA
+    if (cml_ctx_device(ctx).type == CML_CUDA)
+        return cml__attention_bwd_cuda(ctx, desc, dQ, dK, dV, dO, Q, K, V, O, lse);
+#endif
+    if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__attention_bwd_cpu(ctx, desc, dQ, dK, dV, dO, Q, K, V, O, lse);
 }

@@ -1,7 +1,9 @@
 /* Sampling from a GPT with a key/value cache.
  *
  * The cached path runs the model's math directly on its parameters (host f32
- * buffers; matrix products through cml_gemm): each new position appends its keys
+ * buffers; matrix products through cml_gemm; a model on a GPU is copied to the
+ * host for the call, since one token at a time is latency-bound work that the
+ * CPU does well at these sizes): each new position appends its keys
  * and values to a per-layer cache (L, block_size, C) and attends over the cached
  * positions, so a token costs one position of work rather than the whole prefix.
  * The prompt is run through the same code as a block of rows (causal within it).
@@ -30,6 +32,8 @@ typedef struct kv_model {
     int64_t len;  /* positions held in the cache */
     float *x, *h, *qkv, *att, *f, *tmp; /* scratch, Tmax rows of C, C, 3C, C, 4C, C */
     cml_ctx *ctx;
+    cml_tensor **host; /* host copies of the parameters that live on a device (n_host slots, NULL for the others) */
+    int n_host;
 } kv_model;
 
 static const char *who = "cml_gpt_generate";
@@ -63,6 +67,8 @@ static const float *layer_weight(const cml_param *ps, int n, int64_t l, const ch
 }
 
 static void kv_free(kv_model *km) {
+    for (int i = 0; i < km->n_host; i++) cml_tensor_release(km->host[i]);
+    free(km->host);
     free(km->layers);
     free(km->k);
     free(km->v);
@@ -103,6 +109,16 @@ static cml_status kv_init(kv_model *km, cml_module *gpt, const cml_gpt_config *c
         s = cml__error(CML_ERR_OOM, "%s: out of memory for the key/value cache (%lld positions)", who,
                        (long long)km->Tmax);
     if (s == CML_OK) cml_module_parameters(gpt, ps, n);
+    /* parameters on a device are read through host copies (ps is this function's table) */
+    km->host = s == CML_OK ? calloc((size_t)(n > 0 ? n : 1), sizeof *km->host) : NULL;
+    if (s == CML_OK && !km->host) s = cml__error(CML_ERR_OOM, "%s: out of memory", who);
+    if (s == CML_OK) km->n_host = n;
+    for (int i = 0; i < n && s == CML_OK; i++) {
+        if (ps[i].tensor->storage->device.type == CML_CPU) continue;
+        km->host[i] = cml_tensor_to(ps[i].tensor, CML_DEVICE_CPU);
+        if (!km->host[i]) s = cml_last_status();
+        else ps[i].tensor = km->host[i];
+    }
     int64_t Ce = km->C;
     km->wte = weight(ps, n, "wte.weight", km->V * Ce, false, &s);
     km->wpe = weight(ps, n, "wpe.weight", km->Tmax * Ce, false, &s);
@@ -226,9 +242,11 @@ static cml_status kv_extend(kv_model *km, const int64_t *tokens, int64_t M, floa
     return linear(km, logits, km->h, km->wte, NULL, 1, km->V, C);
 }
 
-/* Logits of the last of tokens[0..n) by the module's forward (the uncached path). */
+/* Logits of the last of tokens[0..n) by the module's forward (the uncached path), on the model's device. */
 static cml_status forward_logits(cml_module *gpt, const int64_t *tokens, int64_t n, int64_t V, float *logits) {
-    cml_tensor *x = cml_tensor_from_host(tokens, 2, (const int64_t[]){1, n}, CML_I64, CML_DEVICE_CPU);
+    cml_param first;
+    cml_device dev = cml_module_parameters(gpt, &first, 1) >= 1 ? cml_tensor_device(first.tensor) : CML_DEVICE_CPU;
+    cml_tensor *x = cml_tensor_from_host(tokens, 2, (const int64_t[]){1, n}, CML_I64, dev);
     cml_tensor *y = x ? cml_module_forward(gpt, x) : NULL;
     cml_tensor *last = y ? cml_slice(y, 1, n - 1, n, 1) : NULL;
     cml_status s = last ? cml_tensor_to_host(last, logits, (size_t)V * sizeof(float)) : cml_last_status();

@@ -2,12 +2,17 @@
  * forward and backward.
  *
  * Forwards copy raw elements (exact for every dtype), one thread per output
- * element. Backwards are deterministic without float atomics: one thread per
- * destination (outer, row of dx, inner column) for index_select — it scans
- * idx in increasing j and adds the dy rows that land on its row — and one
- * thread per (outer, inner column) for gather, which walks j in increasing
- * order (a column only ever receives from itself). The order of additions is
- * the CPU's, so results match it bit for bit in f32.
+ * element. Backwards are deterministic without float atomics, and add in the
+ * CPU's order (per destination element, increasing j, rounded to the dtype
+ * after every add), so results match it bit for bit in f32:
+ *   - index_select (the embedding backward): the positions j are sorted by
+ *     idx[j] with a stable radix sort (one block; ties keep increasing j), then
+ *     one warp per run of equal indices adds that run's dy rows, in order, into
+ *     its dx row. O(n_idx * inner) work instead of a scan of all indices per
+ *     source row; problems whose sizes do not fit 32-bit keys use that scan
+ *     (one thread per dx element), which needs no workspace;
+ *   - gather: one thread per (outer, inner column), walking j in increasing
+ *     order (a column only ever receives from itself).
  * Index values live on the device: a bad one is skipped and the lowest
  * flat position holding one is recorded in a workspace flag (integer
  * atomicMin: the same answer whatever the order); the entry point copies the
@@ -22,6 +27,10 @@
 
 #define BLOCK 256
 #define NO_BAD 0xFFFFFFFFFFFFFFFFull
+#define SORT_THREADS 256 /* the radix sort's one block */
+#define RADIX_BITS 4
+#define RADIX_BUCKETS 16
+#define RUN_COLS 64 /* columns per warp in the sorted backward: 2 per lane */
 
 template <int ES> struct bytes_of { unsigned char b[ES]; };
 
@@ -52,7 +61,8 @@ static __device__ __forceinline__ float round_dt(float v, int dt) {
     return v;
 }
 
-/* One thread per dx element (o, r, i): dx += the dy[o, j, i] with idx[j] == r, in increasing j. */
+/* One thread per dx element (o, r, i): dx += the dy[o, j, i] with idx[j] == r, in increasing j
+ * (O(n_src n_idx inner): only for sizes the sorted path cannot index with 32 bits). */
 static __global__ void index_select_bwd_kernel(void *dx, const void *dy, const int64_t *idx, int dt, long long outer,
                                                long long n_src, long long n_idx, long long inner,
                                                unsigned long long *bad) {
@@ -74,6 +84,100 @@ static __global__ void index_select_bwd_kernel(void *dx, const void *dy, const i
             acc = round_dt(acc + cml__load_f32(dy, dt, (o * n_idx + j) * inner + i), dt);
         }
         if (any) cml__store_f32(dx, dt, e, acc);
+    }
+}
+
+/* Stable LSD radix sort (RADIX_BITS per pass) of the positions j by key = idx[j]
+ * (n_src for a bad index, which is flagged), in one block: each thread counts
+ * the digits of its contiguous chunk, a scan over (digit, thread) gives every
+ * chunk its output offsets, and each thread scatters its chunk in order, so
+ * equal keys keep increasing j. Passes alternate between the (keys, vals) buffers
+ * a and b; the result is in a after an even number of passes, else in b. */
+static __global__ void __launch_bounds__(SORT_THREADS)
+    index_sort_kernel(const int64_t *idx, long long n_idx, long long n_src, int bits, unsigned *keys_a,
+                      unsigned *vals_a, unsigned *keys_b, unsigned *vals_b, unsigned long long *bad) {
+    __shared__ unsigned hist[RADIX_BUCKETS * SORT_THREADS]; /* (digit, thread), digit-major */
+    __shared__ unsigned warp_total[SORT_THREADS / 32];
+    const int t = threadIdx.x, lane = t % 32, w = t / 32;
+    for (long long j = t; j < n_idx; j += SORT_THREADS) {
+        const long long v = idx[j];
+        const bool is_bad = bad_index(v, n_src);
+        if (is_bad) atomicMin(bad, (unsigned long long)j);
+        keys_a[j] = is_bad ? (unsigned)n_src : (unsigned)v;
+        vals_a[j] = (unsigned)j;
+    }
+    const long long per = (n_idx + SORT_THREADS - 1) / SORT_THREADS;
+    const long long lo = t * per < n_idx ? t * per : n_idx, hi = lo + per < n_idx ? lo + per : n_idx;
+    unsigned *ks = keys_a, *vs = vals_a, *kd = keys_b, *vd = vals_b;
+    for (int shift = 0; shift < bits; shift += RADIX_BITS) {
+#pragma unroll
+        for (int d = 0; d < RADIX_BUCKETS; d++) hist[d * SORT_THREADS + t] = 0;
+        __syncthreads(); /* keys of the previous pass (or the initial fill) are visible */
+        for (long long j = lo; j < hi; j++) hist[((ks[j] >> shift) & (RADIX_BUCKETS - 1)) * SORT_THREADS + t]++;
+        __syncthreads();
+        /* exclusive scan of hist in its flat order: RADIX_BUCKETS entries per thread, then across threads */
+        unsigned local[RADIX_BUCKETS], run = 0;
+#pragma unroll
+        for (int k = 0; k < RADIX_BUCKETS; k++) {
+            local[k] = run;
+            run += hist[t * RADIX_BUCKETS + k];
+        }
+        unsigned incl = run;
+        for (int o = 1; o < 32; o <<= 1) {
+            const unsigned y = __shfl_up_sync(0xffffffffu, incl, o);
+            if (lane >= o) incl += y;
+        }
+        if (lane == 31) warp_total[w] = incl;
+        __syncthreads();
+        unsigned before = incl - run;
+        for (int k = 0; k < w; k++) before += warp_total[k];
+#pragma unroll
+        for (int k = 0; k < RADIX_BUCKETS; k++) hist[t * RADIX_BUCKETS + k] = local[k] + before;
+        __syncthreads();
+        /* scatter the chunk in order; hist (digit, t) is this thread's cursor for the digit */
+        for (long long j = lo; j < hi; j++) {
+            const unsigned key = ks[j];
+            const unsigned dst = hist[((key >> shift) & (RADIX_BUCKETS - 1)) * SORT_THREADS + t]++;
+            kd[dst] = key;
+            vd[dst] = vs[j];
+        }
+        __syncthreads(); /* the scatter is done before hist and warp_total are reused */
+        unsigned *tk = ks, *tv = vs;
+        ks = kd, vs = vd, kd = tk, vd = tv;
+    }
+}
+
+/* One warp per sorted position that starts a run of equal keys r (< n_src): for its
+ * RUN_COLS-column chunks (blockIdx.y strides over (outer, chunk)), dx[o, r, :] += the
+ * dy[o, j, :] of the run, in increasing j (the sort kept that order), rounded to the
+ * dtype after every add like the CPU. */
+static __global__ void index_select_bwd_runs_kernel(void *dx, const void *dy, const unsigned *keys,
+                                                    const unsigned *vals, int dt, long long outer, long long n_src,
+                                                    long long n_idx, long long inner) {
+    const long long pos = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (pos >= n_idx) return;
+    const unsigned key = keys[pos];
+    if (key >= n_src || (pos > 0 && keys[pos - 1] == key)) return;
+    long long end = pos + 1;
+    while (end < n_idx && keys[end] == key) end++;
+    const long long chunks = (inner + RUN_COLS - 1) / RUN_COLS;
+    for (long long oc = blockIdx.y; oc < outer * chunks; oc += gridDim.y) {
+        const long long o = oc / chunks, i0 = (oc % chunks) * RUN_COLS + lane;
+        const long long dst = (o * n_src + key) * inner;
+        float acc[RUN_COLS / 32];
+#pragma unroll
+        for (int k = 0; k < RUN_COLS / 32; k++)
+            acc[k] = i0 + 32 * k < inner ? cml__load_f32(dx, dt, dst + i0 + 32 * k) : 0.0f;
+        for (long long q = pos; q < end; q++) {
+            const long long src = (o * n_idx + vals[q]) * inner;
+#pragma unroll
+            for (int k = 0; k < RUN_COLS / 32; k++)
+                if (i0 + 32 * k < inner) acc[k] = round_dt(acc[k] + cml__load_f32(dy, dt, src + i0 + 32 * k), dt);
+        }
+#pragma unroll
+        for (int k = 0; k < RUN_COLS / 32; k++)
+            if (i0 + 32 * k < inner) cml__store_f32(dx, dt, dst + i0 + 32 * k, acc[k]);
     }
 }
 
@@ -115,10 +219,14 @@ static __global__ void gather_bwd_kernel(void *dx, const void *dy, const int64_t
 
 /* ---- launches and entry points (arguments validated by src/kernels/index.c) ---- */
 
-static cml_status flag_init(cml_ctx *ctx, const char *fn, unsigned long long **bad) {
+/* The bad-index flag at the start of the workspace, and `extra` more bytes after it
+ * (16-byte aligned) when extra_ptr is not NULL: one request, so neither moves. */
+static cml_status flag_init(cml_ctx *ctx, const char *fn, unsigned long long **bad, size_t extra = 0,
+                            void **extra_ptr = NULL) {
     void *ws = NULL;
-    CML_TRY(cml_ctx_workspace(ctx, &ws, sizeof(unsigned long long)));
+    CML_TRY(cml_ctx_workspace(ctx, &ws, 16 + extra));
     *bad = (unsigned long long *)ws;
+    if (extra_ptr) *extra_ptr = (char *)ws + 16;
     CML_CUDA_TRY(fn, cudaMemsetAsync(ws, 0xFF, sizeof(unsigned long long), cml__stream(ctx)));
     return CML_OK;
 }
@@ -135,12 +243,38 @@ static cml_status flag_check(cml_ctx *ctx, const char *fn, const unsigned long l
                       (long long)v, (long long)n_src);
 }
 
+/* The index_select backward through the sort (see the top of the file). */
+static cml_status index_select_bwd_sorted(cml_ctx *ctx, const char *fn, void *dx, const void *dy, const int64_t *idx,
+                                          int64_t outer, int64_t n_src, int64_t n_idx, int64_t inner,
+                                          cml_dtype dtype) {
+    const size_t arr = (size_t)n_idx * sizeof(unsigned);
+    unsigned long long *bad = NULL;
+    void *bufs = NULL;
+    CML_TRY(flag_init(ctx, fn, &bad, 4 * arr, &bufs));
+    unsigned *ka = (unsigned *)bufs, *va = ka + n_idx, *kb = va + n_idx, *vb = kb + n_idx;
+    int bits = 0; /* keys go up to n_src (a bad index) */
+    while (bits < 32 && (1ull << bits) <= (unsigned long long)n_src) bits++;
+    const int passes = (bits + RADIX_BITS - 1) / RADIX_BITS;
+    cudaStream_t s = cml__stream(ctx);
+    index_sort_kernel<<<1, SORT_THREADS, 0, s>>>(idx, n_idx, n_src, bits, ka, va, kb, vb, bad);
+    CML_TRY(cml__cuda_check_launch(fn, "index_sort_kernel", "i64", n_idx, 1, SORT_THREADS));
+    const unsigned *keys = passes % 2 ? kb : ka, *vals = passes % 2 ? vb : va;
+    const long long warps = BLOCK / 32, pairs = outer * ((inner + RUN_COLS - 1) / RUN_COLS);
+    const dim3 grid((unsigned)((n_idx + warps - 1) / warps), (unsigned)(pairs < 65535 ? pairs : 65535));
+    index_select_bwd_runs_kernel<<<grid, BLOCK, 0, s>>>(dx, dy, keys, vals, (int)dtype, outer, n_src, n_idx, inner);
+    CML_TRY(cml__cuda_check_launch(fn, "index_select_bwd_runs_kernel", cml_dtype_name(dtype), n_idx * inner,
+                                   grid.x * grid.y, BLOCK));
+    return flag_check(ctx, fn, bad, idx, n_src);
+}
+
 static cml_status index_cuda(cml_ctx *ctx, const char *fn, bool gather, bool backward, void *out, const void *in,
                              const int64_t *idx, int64_t outer, int64_t n_src, int64_t n_idx, int64_t inner,
                              cml_dtype dtype) {
     if (outer * inner * n_idx == 0) return CML_OK;
     if (backward) CML_TRY(cml__cuda_check_float_dtype(fn, "dtype", dtype));
     CML_TRY(cml__cuda_activate(ctx));
+    if (backward && !gather && n_src < UINT32_MAX && n_idx <= UINT32_MAX)
+        return index_select_bwd_sorted(ctx, fn, out, in, idx, outer, n_src, n_idx, inner, dtype);
     unsigned long long *bad = NULL;
     CML_TRY(flag_init(ctx, fn, &bad));
     cudaStream_t s = cml__stream(ctx);
