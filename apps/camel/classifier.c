@@ -48,8 +48,8 @@ static cml_status evaluate(cml_module *model, const cml_tensor *x, const cml_ten
 }
 
 /* One optimizer step on a batch; returns the batch loss or NAN with the error set. */
-static double train_step(cml_module *model, cml_optim *opt, const cml_param *params, int n_params, double clip,
-                         const cml_tensor *x, const cml_tensor *y, const cml_tensor *idx_cpu) {
+static double train_step(cml_module *model, cml_optim *opt, double clip, const cml_tensor *x, const cml_tensor *y,
+                         const cml_tensor *idx_cpu) {
     /* the batch iterator gives CPU indices: they go to the data's device first */
     cml_tensor *idx = cml_tensor_to(idx_cpu, cml_tensor_device(x));
     cml_tensor *xb = idx ? cml_index_select(x, 0, idx) : NULL, *yb = idx ? cml_index_select(y, 0, idx) : NULL;
@@ -57,7 +57,7 @@ static double train_step(cml_module *model, cml_optim *opt, const cml_param *par
     cml_tensor *loss = cml_cross_entropy(logits, yb, -100, CML_REDUCTION_MEAN);
     double value = NAN;
     if (loss && cml_backward(loss, NULL) == CML_OK &&
-        (clip <= 0 || cml_clip_grad_norm(params, n_params, clip, NULL) == CML_OK) && cml_optim_step(opt) == CML_OK) {
+        (clip <= 0 || cml_optim_clip_grad_norm(opt, clip) == CML_OK) && cml_optim_step(opt) == CML_OK) {
         value = cml_tensor_item(loss);
         cml_optim_zero_grad(opt);
     }
@@ -160,7 +160,7 @@ int classifier_train(cml_module *model, const char *model_name, const classifier
         const cml_tensor *idx;
         while ((idx = cml_batch_iter_next(it)) != NULL) {
             cml_optim_set_lr(opt, (float)cml_lr_at(&sched, step++));
-            double loss = train_step(model, opt, params, n_params, o->clip, d->x_train, d->y_train, idx);
+            double loss = train_step(model, opt, o->clip, d->x_train, d->y_train, idx);
             if (isnan(loss)) {
                 status = cli_fail("training step", NULL);
                 break;

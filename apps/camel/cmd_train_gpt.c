@@ -276,7 +276,7 @@ static double train_step(trainer *t, double lr) {
                            : NULL;
     double value = NAN;
     if (loss && cml_backward(loss, NULL) == CML_OK &&
-        (t->a->grad_clip <= 0 || cml_clip_grad_norm(t->params, t->n_params, t->a->grad_clip, NULL) == CML_OK) &&
+        (t->a->grad_clip <= 0 || cml_optim_clip_grad_norm(t->opt, t->a->grad_clip) == CML_OK) &&
         cml_optim_step(t->opt) == CML_OK) {
         value = cml_tensor_item(loss);
     }

@@ -44,9 +44,27 @@ cml_optim *cml_adam_create(const cml_param *params, int n, cml_adam_opts opts);
 cml_optim *cml_adamw_create(const cml_param *params, int n, cml_adam_opts opts);
 
 /* One update from the parameters' .grad (parameters without a grad are skipped).
- * All grads are checked (f32, contiguous, same size) before any is applied. */
+ * All grads are checked (f32, contiguous, same size) before any is applied. The
+ * update is the kernel layer's fused multi-tensor one (cml_adam_update_multi,
+ * cml_sgd_update_multi): one launch for all the parameters that share a device and
+ * a step count (normally all of them), with the single-tensor updates' results bit
+ * for bit; on CUDA it only queues work (no host synchronization). */
 cml_status cml_optim_step(cml_optim *opt);
+/* Zeroes the grads (and drops a pending cml_optim_clip_grad_norm). */
 void cml_optim_zero_grad(cml_optim *opt);
+
+/* Global-norm clipping folded into the next cml_optim_step: computes the L2 norm of
+ * all the optimizer's grads on their device (float64, a fixed order: deterministic,
+ * and the same bits on the CPU and the GPU; on CUDA no host synchronization) and
+ * makes the next step use grad * min(1, max_norm / (norm + 1e-6)) (f32 coefficient;
+ * 1 when the norm is NaN or infinite, as cml_clip_grad_norm) instead of grad. The
+ * grads in memory are not changed. Call it right before the step: a step whose grads
+ * are no longer the same buffers fails without updating; cml_optim_zero_grad cancels
+ * it. Every grad must be on one device. max_norm: finite and >= 0. */
+cml_status cml_optim_clip_grad_norm(cml_optim *opt, double max_norm);
+/* The norm computed by the last cml_optim_clip_grad_norm, before clipping (for logs:
+ * on CUDA one 8-byte copy that waits for the device). */
+cml_status cml_optim_grad_norm(cml_optim *opt, double *norm);
 /* An lr that is negative or not finite sets the error and leaves lr unchanged. */
 void cml_optim_set_lr(cml_optim *opt, float lr);
 float cml_optim_lr(const cml_optim *opt);

@@ -1,5 +1,6 @@
-/* SGD, Adam and AdamW over borrowed parameters; the updates themselves are the
- * kernel layer's cml_sgd_update / cml_adam_update on raw f32 buffers. */
+/* SGD, Adam and AdamW over borrowed parameters: creation, settings and the
+ * checkpoint state. The update itself (step.c) is the kernel layer's fused
+ * multi-tensor one. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,30 +8,12 @@
 
 #include "camel/autograd.h"
 #include "camel/optim.h"
-#include "framework/tensor_impl.h"
-
-typedef enum optim_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW } optim_kind;
-
-struct cml_optim {
-    optim_kind kind;
-    int n;
-    cml_param *params;    /* copies of the names; tensors borrowed */
-    cml_tensor **state1;  /* SGD momentum buffer / Adam m (owned, NULL when unused) */
-    cml_tensor **state2;  /* Adam v (owned) */
-    /* The counters and lr live in 0-d CPU tensors so that cml_optim_state can hand
-     * them to checkpoints like the buffers (read and written through the helpers below). */
-    cml_tensor **step_counts; /* i64: updates applied to each parameter (skipped while it has no grad) */
-    cml_tensor *steps;        /* i64: cml_optim_step calls that succeeded */
-    cml_tensor *lr;           /* f32 */
-    cml_sgd_opts sgd;
-    cml_adam_opts adam;
-};
+#include "framework/optim/optim_impl.h"
 
 static bool finite_nonneg(float x) { return isfinite(x) && x >= 0.0f; }
 
-static int64_t *param_steps(const cml_optim *o, int i) { return cml_tensor_data(o->step_counts[i]); }
-static int64_t *total_steps(const cml_optim *o) { return cml_tensor_data(o->steps); }
-static float *lr_of(const cml_optim *o) { return cml_tensor_data(o->lr); }
+static int64_t *total_steps(const cml_optim *o) { return cml__optim_total_steps(o); }
+static float *lr_of(const cml_optim *o) { return cml__optim_lr(o); }
 
 static cml_status check_params(const char *who, const cml_param *params, int n) {
     CML_CHECK_ARG(n >= 1, "%s: n=%d must be >= 1 (no parameters to optimize)", who, n);
@@ -57,7 +40,7 @@ static cml_tensor *zeros_like(const cml_tensor *t) {
     return cml_tensor_zeros(t->ndim, t->shape, CML_F32, t->storage->device);
 }
 
-static cml_optim *optim_new(optim_kind kind, const char *who, const cml_param *params, int n, bool s1, bool s2) {
+static cml_optim *optim_new(cml__optim_kind kind, const char *who, const cml_param *params, int n, bool s1, bool s2) {
     if (check_params(who, params, n) != CML_OK) return NULL;
     cml_optim *o = calloc(1, sizeof *o);
     bool ok = o != NULL;
@@ -68,7 +51,10 @@ static cml_optim *optim_new(optim_kind kind, const char *who, const cml_param *p
         o->state1 = calloc((size_t)n, sizeof *o->state1);
         o->state2 = calloc((size_t)n, sizeof *o->state2);
         o->step_counts = calloc((size_t)n, sizeof *o->step_counts);
-        ok = o->params && o->state1 && o->state2 && o->step_counts;
+        o->slices = malloc((size_t)n * sizeof *o->slices);
+        o->group_of = malloc((size_t)n * sizeof *o->group_of);
+        o->groups = calloc((size_t)n, sizeof *o->groups);
+        ok = o->params && o->state1 && o->state2 && o->step_counts && o->slices && o->group_of && o->groups;
         if (ok) o->steps = cml_tensor_zeros(0, NULL, CML_I64, CML_DEVICE_CPU);
         if (ok) o->lr = cml_tensor_zeros(0, NULL, CML_F32, CML_DEVICE_CPU);
         ok = ok && o->steps && o->lr;
@@ -110,7 +96,7 @@ cml_optim *cml_sgd_create(const cml_param *params, int n, cml_sgd_opts opts) {
         cml__error(CML_ERR_INVALID_ARG, "%s: weight_decay=%g must be finite and >= 0", who, (double)opts.weight_decay);
         return NULL;
     }
-    cml_optim *o = optim_new(OPT_SGD, who, params, n, opts.momentum > 0.0f, false);
+    cml_optim *o = optim_new(CML__OPT_SGD, who, params, n, opts.momentum > 0.0f, false);
     if (o) {
         o->sgd = opts;
         *lr_of(o) = opts.lr;
@@ -118,7 +104,7 @@ cml_optim *cml_sgd_create(const cml_param *params, int n, cml_sgd_opts opts) {
     return o;
 }
 
-static cml_optim *adam_create(const char *who, optim_kind kind, const cml_param *params, int n, cml_adam_opts opts) {
+static cml_optim *adam_create(const char *who, cml__optim_kind kind, const cml_param *params, int n, cml_adam_opts opts) {
     if (opts.beta1 == 0.0f && opts.beta2 == 0.0f) {
         opts.beta1 = 0.9f;
         opts.beta2 = 0.999f;
@@ -150,61 +136,16 @@ static cml_optim *adam_create(const char *who, optim_kind kind, const cml_param 
 }
 
 cml_optim *cml_adam_create(const cml_param *params, int n, cml_adam_opts opts) {
-    return adam_create("cml_adam_create", OPT_ADAM, params, n, opts);
+    return adam_create("cml_adam_create", CML__OPT_ADAM, params, n, opts);
 }
 
 cml_optim *cml_adamw_create(const cml_param *params, int n, cml_adam_opts opts) {
-    return adam_create("cml_adamw_create", OPT_ADAMW, params, n, opts);
-}
-
-cml_status cml_optim_step(cml_optim *opt) {
-    CML_CHECK_ARG(opt, "cml_optim_step: opt must not be NULL");
-    /* Check every gradient before touching any parameter. */
-    for (int i = 0; i < opt->n; i++) {
-        const cml_tensor *p = opt->params[i].tensor, *g = p->grad;
-        if (!g) continue;
-        const char *name = opt->params[i].name;
-        if (g->dtype != CML_F32)
-            return cml__error(CML_ERR_DTYPE, "cml_optim_step: the grad of parameter %d ('%s') has dtype %s; expected f32",
-                              i, name, cml_dtype_name(g->dtype));
-        if (!cml_tensor_is_contiguous(g))
-            return cml__error(CML_ERR_INVALID_ARG, "cml_optim_step: the grad of parameter %d ('%s') must be contiguous",
-                              i, name);
-        if (cml_tensor_numel(g) != cml_tensor_numel(p) || !cml_device_equal(g->storage->device, p->storage->device))
-            return cml__error(CML_ERR_SHAPE, "cml_optim_step: the grad of parameter %d ('%s') does not match it", i,
-                              name);
-        if (!cml_tensor_is_contiguous(p))
-            return cml__error(CML_ERR_INVALID_ARG, "cml_optim_step: parameter %d ('%s') is no longer contiguous", i,
-                              name);
-    }
-    for (int i = 0; i < opt->n; i++) {
-        cml_tensor *p = opt->params[i].tensor, *g = p->grad;
-        if (!g) continue;
-        cml_ctx *ctx = cml__ctx(p);
-        if (!ctx) return cml_last_status();
-        int64_t n = cml_tensor_numel(p);
-        float *param = cml_tensor_data(p);
-        const float *grad = cml_tensor_data(g);
-        float *s1 = opt->state1[i] ? cml_tensor_data(opt->state1[i]) : NULL;
-        cml_status s;
-        if (opt->kind == OPT_SGD) {
-            s = cml_sgd_update(ctx, param, grad, s1, n, *lr_of(opt), opt->sgd.momentum, opt->sgd.nesterov,
-                               opt->sgd.weight_decay, *param_steps(opt, i) == 0);
-        } else {
-            float *s2 = cml_tensor_data(opt->state2[i]);
-            s = cml_adam_update(ctx, param, grad, s1, s2, n, *lr_of(opt), opt->adam.beta1, opt->adam.beta2,
-                                opt->adam.eps, opt->adam.weight_decay, opt->kind == OPT_ADAMW,
-                                *param_steps(opt, i) + 1);
-        }
-        if (s != CML_OK) return s;
-        (*param_steps(opt, i))++;
-    }
-    (*total_steps(opt))++;
-    return CML_OK;
+    return adam_create("cml_adamw_create", CML__OPT_ADAMW, params, n, opts);
 }
 
 void cml_optim_zero_grad(cml_optim *opt) {
     if (!opt) return;
+    opt->clip_pending = false; /* the norm was of the grads being cleared */
     for (int i = 0; i < opt->n; i++) cml_tensor_zero_grad(opt->params[i].tensor);
 }
 
@@ -227,8 +168,8 @@ int64_t cml_optim_steps(const cml_optim *opt) { return opt ? *total_steps(opt) :
 const char *cml_optim_name(const cml_optim *opt) {
     if (!opt) return NULL;
     switch (opt->kind) {
-    case OPT_SGD: return "SGD";
-    case OPT_ADAM: return "Adam";
+    case CML__OPT_SGD: return "SGD";
+    case CML__OPT_ADAM: return "Adam";
     default: return "AdamW";
     }
 }
@@ -258,7 +199,7 @@ int cml_optim_state(const cml_optim *opt, cml_param *out, int cap) {
         const char *name = opt->params[i].name;
         ok = put_state(out, cap, &count, "step.", name, opt->step_counts[i]);
         if (ok && opt->state1[i])
-            ok = put_state(out, cap, &count, opt->kind == OPT_SGD ? "momentum_buffer." : "exp_avg.", name,
+            ok = put_state(out, cap, &count, opt->kind == CML__OPT_SGD ? "momentum_buffer." : "exp_avg.", name,
                            opt->state1[i]);
         if (ok && opt->state2[i]) ok = put_state(out, cap, &count, "exp_avg_sq.", name, opt->state2[i]);
     }
@@ -276,5 +217,9 @@ void cml_optim_destroy(cml_optim *opt) {
     cml_tensor_release(opt->lr);
     free(opt->step_counts);
     free(opt->params);
+    cml__optim_free_lists(opt);
+    free(opt->slices);
+    free(opt->group_of);
+    free(opt->groups);
     free(opt);
 }

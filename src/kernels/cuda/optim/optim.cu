@@ -1,45 +1,37 @@
 /* CUDA optimizer updates (SGD, Adam/AdamW) and dropout, one thread per element.
  *
- * The arithmetic follows the CPU's (src/kernels/cpu/optim.c, dropout.c) step
- * by step with explicitly rounded operations (no fused multiply-adds), and the
- * bias corrections are computed on the host in double exactly as there, so the
- * GPU gives the CPU's bits. Dropout draws word i of the Philox stream
- * (seed, offset) — word i % 4 of block offset + i / 4, keyed by the seed — with
- * the same cml_u32_to_unit as the CPU, so the masks are identical. */
+ * The arithmetic (optim_math.cuh) follows the CPU's (src/kernels/cpu/optim.c,
+ * dropout.c) step by step with explicitly rounded operations (no fused
+ * multiply-adds), and the bias corrections are computed on the host in double
+ * exactly as there, so the GPU gives the CPU's bits. Dropout draws word i of
+ * the Philox stream (seed, offset) — word i % 4 of block offset + i / 4, keyed
+ * by the seed — with the same cml_u32_to_unit as the CPU, so the masks are
+ * identical. */
 #include <math.h>
 
 #include "kernels/cuda/common/check.cuh"
 #include "kernels/cuda/common/dtype.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/optim/optim_math.cuh"
 
 #define BLOCK 256
 
-static __global__ void sgd_kernel(float *param, const float *grad, float *buf, long long n, float lr, float momentum,
-                                  bool nesterov, float wd, bool first_step) {
+static __global__ void sgd_kernel(float *param, const float *grad, float *buf, long long n,
+                                  const cml__sgd_consts k) {
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        float g = grad[i];
-        if (wd != 0.0f) g = __fadd_rn(g, __fmul_rn(wd, param[i]));
-        if (momentum != 0.0f) {
-            float b = first_step ? g : __fadd_rn(__fmul_rn(momentum, buf[i]), g);
-            buf[i] = b;
-            g = nesterov ? __fadd_rn(g, __fmul_rn(momentum, b)) : b;
-        }
-        param[i] = __fsub_rn(param[i], __fmul_rn(lr, g));
+        float b = k.momentum != 0.0f ? buf[i] : 0.0f;
+        param[i] = cml__sgd_elem(k, param[i], grad[i], b);
+        if (k.momentum != 0.0f) buf[i] = b;
     }
 }
 
-static __global__ void adam_kernel(float *param, const float *grad, float *m, float *v, long long n, float beta1,
-                                   float beta2, float eps, float step_size, float sqrt_bias2, float decay, float l2) {
+static __global__ void adam_kernel(float *param, const float *grad, float *m, float *v, long long n,
+                                   const cml__adam_consts k) {
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        float p0 = param[i];
-        float p = __fmul_rn(p0, decay);
-        float g = __fadd_rn(grad[i], __fmul_rn(l2, p0));
-        float mi = __fadd_rn(__fmul_rn(beta1, m[i]), __fmul_rn(1.0f - beta1, g));
-        float vi = __fadd_rn(__fmul_rn(beta2, v[i]), __fmul_rn(__fmul_rn(1.0f - beta2, g), g));
+        float mi = m[i], vi = v[i];
+        param[i] = cml__adam_elem(k, param[i], grad[i], mi, vi);
         m[i] = mi;
         v[i] = vi;
-        float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), sqrt_bias2), eps);
-        param[i] = __fsub_rn(p, __fdiv_rn(__fmul_rn(step_size, mi), denom));
     }
 }
 
@@ -48,9 +40,9 @@ extern "C" cml_status cml__sgd_update_cuda(cml_ctx *ctx, float *param, const flo
                                            bool first_step) {
     if (n == 0) return CML_OK;
     CML_TRY(cml__cuda_activate(ctx));
+    const cml__sgd_consts k = {lr, momentum, weight_decay, nesterov, first_step};
     const unsigned grid = cml__grid_size(ctx, n, BLOCK);
-    sgd_kernel<<<grid, BLOCK, 0, cml__stream(ctx)>>>(param, grad, momentum_buf, n, lr, momentum, nesterov,
-                                                     weight_decay, first_step);
+    sgd_kernel<<<grid, BLOCK, 0, cml__stream(ctx)>>>(param, grad, momentum_buf, n, k);
     return cml__cuda_check_launch("cml_sgd_update", "sgd_kernel", "f32", n, grid, BLOCK);
 }
 
@@ -60,15 +52,9 @@ extern "C" cml_status cml__adam_update_cuda(cml_ctx *ctx, float *param, const fl
     if (n == 0) return CML_OK;
     CML_TRY(cml__cuda_activate(ctx));
     /* the CPU's host-side constants, computed the same way */
-    double bias1 = 1.0 - pow((double)beta1, (double)step);
-    double bias2 = 1.0 - pow((double)beta2, (double)step);
-    const float step_size = (float)((double)lr / bias1);
-    const float sqrt_bias2 = (float)sqrt(bias2);
-    const float decay = decoupled ? 1.0f - lr * weight_decay : 1.0f;
-    const float l2 = decoupled ? 0.0f : weight_decay;
+    const cml__adam_consts k = cml__adam_consts_of(lr, beta1, beta2, eps, weight_decay, decoupled, step);
     const unsigned grid = cml__grid_size(ctx, n, BLOCK);
-    adam_kernel<<<grid, BLOCK, 0, cml__stream(ctx)>>>(param, grad, m, v, n, beta1, beta2, eps, step_size, sqrt_bias2,
-                                                      decay, l2);
+    adam_kernel<<<grid, BLOCK, 0, cml__stream(ctx)>>>(param, grad, m, v, n, k);
     return cml__cuda_check_launch("cml_adam_update", "adam_kernel", "f32", n, grid, BLOCK);
 }
 
