@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
-"""PyTorch reference numbers for bench_membound (bench/membound.c).
+"""PyTorch reference numbers for `camel bench membound` (apps/camel/cmd_bench_membound.c).
 
 Same shapes, same bytes-that-must-move counts and the same method: random
 inputs, 3 warm-ups, the median of --reps timed calls with CUDA events, each
 call after an untimed fill of a 256 MB buffer so that L2 holds none of its
 data; the 1 GiB device-to-device copy measured in the same process.
 
-  torch_membound.py [--reps N] [--json PATH] [--quick]
+  torch_membound.py [--reps N] [--json PATH] [--quick] [--ops a,b,...]
       measures PyTorch and prints a table;
   torch_membound.py --combine OURS.json TORCH.json --out COMBINED.json
-      joins bench_membound's JSON with this script's into DESIGN.md's results
+      joins camel bench membound's JSON with this script's into DESIGN.md's results
       format (reference = PyTorch, ratio = ours / PyTorch, plus the fraction of
       the copy bandwidth) and prints a markdown table (docs/PERFORMANCE.md);
   torch_membound.py --plot COMBINED.json --out CHART.png
@@ -23,31 +23,41 @@ import statistics
 import sys
 
 SHAPES = [(4096, 1024), (4096, 4096), (16384, 8192), (1024, 32768), (256, 262144)]
-OPS = ["sum", "softmax", "softmax_bwd", "layernorm", "layernorm_bwd", "cross_entropy", "cross_entropy_bwd"]
+OPS = ["sum", "softmax", "softmax_bwd", "layernorm", "layernorm_bwd", "rmsnorm", "rmsnorm_bwd", "cross_entropy",
+       "cross_entropy_bwd", "convert_scaled_e4m3", "convert_scaled_e4m3_amax"]
 REF_NAMES = {
     "sum": "x.sum(-1)",
     "softmax": "torch.softmax",
     "softmax_bwd": "torch._softmax_backward_data",
     "layernorm": "F.layer_norm",
     "layernorm_bwd": "aten.native_layer_norm_backward",
+    "rmsnorm": "F.rms_norm",
+    "rmsnorm_bwd": "autograd.grad(F.rms_norm) wrt x, weight",
     "cross_entropy": "F.cross_entropy(reduction='none')",
     "cross_entropy_bwd": "autograd.grad(F.cross_entropy)",
+    "convert_scaled_e4m3": "(x * s).to(torch.float8_e4m3fn)",
+    "convert_scaled_e4m3_amax": "(x * s).to(torch.float8_e4m3fn), x.abs().amax()",
 }
+FP8_SCALE = 64.0  # as in cmd_bench_membound.c
 FLAT = 1 << 28  # 1 GiB of f32
 FLUSH_BYTES = 256 << 20
 
 
 def op_bytes(op, rows, cols, es):
-    """Bytes that must move: the same counts as op_bytes() in bench/membound.c."""
-    rc, r, c = rows * cols * es, rows, cols * es
+    """Bytes that must move: the same counts as op_bytes() in apps/camel/cmd_bench_membound.c."""
+    rc, r, c, n = rows * cols * es, rows, cols * es, rows * cols
     return {
         "sum": rc + r * es,
         "softmax": 2 * rc,
         "softmax_bwd": 3 * rc,
         "layernorm": 2 * rc + 2 * c + 8 * r,
         "layernorm_bwd": 3 * rc + 3 * c + 8 * r,
+        "rmsnorm": 2 * rc + c + 4 * r,
+        "rmsnorm_bwd": 3 * rc + 2 * c + 4 * r,
         "cross_entropy": rc + 12 * r,
         "cross_entropy_bwd": 2 * rc + 12 * r,
+        "convert_scaled_e4m3": rc + n + 4,
+        "convert_scaled_e4m3_amax": rc + n + 8,
     }[op]
 
 
@@ -72,20 +82,27 @@ def measure(args):
             times.append(start.elapsed_time(stop))
         return statistics.median(times)
 
+    wanted = set(args.ops.split(",")) if args.ops else set(OPS)
+    unknown = wanted - set(OPS)
+    if unknown:
+        sys.exit(f"torch_membound.py: unknown ops {sorted(unknown)}; the ops are {', '.join(OPS)}")
+    s = torch.tensor(FP8_SCALE, device=dev)  # a device-side scale, like ours
     src = torch.rand(FLAT, device=dev) * 6 - 3
     dst = torch.empty_like(src)
     copy_gbps = 2 * src.numel() * 4 / (median_ms(lambda: dst.copy_(src)) * 1e-3) / 1e9
     del dst
     print(f"copy D2D 1 GiB: {copy_gbps:.1f} GB/s (read + write)\n")
-    print(f"{'op':<18} {'dtype':<5} {'rows x cols':<14} {'ms':>10} {'GB/s':>9}")
+    print(f"{'op':<24} {'dtype':<5} {'rows x cols':<14} {'ms':>10} {'GB/s':>9}")
     results = []
 
     def record(op, dtype_name, rows, cols, es, fn):
+        if op not in wanted:
+            return
         ms = median_ms(fn)
         gbps = op_bytes(op, rows, cols, es) / (ms * 1e-3) / 1e9
         results.append({"op": op, "dtype": dtype_name, "shape": {"rows": rows, "cols": cols}, "ms": ms,
                         "GBps": gbps, "ref_name": REF_NAMES[op] if rows > 1 else "x.sum()"})
-        print(f"{op:<18} {dtype_name:<5} {rows:>6}x{cols:<7} {ms:10.4f} {gbps:9.1f}", flush=True)
+        print(f"{op:<24} {dtype_name:<5} {rows:>6}x{cols:<7} {ms:10.4f} {gbps:9.1f}", flush=True)
 
     shapes = SHAPES[:2] if args.quick else SHAPES
     for rows, cols in shapes:
@@ -106,8 +123,18 @@ def measure(args):
                 record("layernorm_bwd", name, rows, cols, es,
                        lambda: torch.ops.aten.native_layer_norm_backward(dy, x, [cols], mean, rstd, w, b,
                                                                          [True, True, True]))
+                record("rmsnorm", name, rows, cols, es, lambda: F.rms_norm(x, (cols,), w, 1e-5))
+                record("convert_scaled_e4m3", name, rows, cols, es, lambda: (x * s).to(torch.float8_e4m3fn))
+                record("convert_scaled_e4m3_amax", name, rows, cols, es,
+                       lambda: ((x * s).to(torch.float8_e4m3fn), x.abs().amax()))
                 record("cross_entropy", name, rows, cols, es,
                        lambda: F.cross_entropy(x, t, reduction="none"))
+            if "rmsnorm_bwd" in wanted:
+                xr, wr = x.detach().requires_grad_(), w.detach().requires_grad_()
+                yr = F.rms_norm(xr, (cols,), wr, 1e-5)
+                record("rmsnorm_bwd", name, rows, cols, es,
+                       lambda: torch.autograd.grad(yr, (xr, wr), dy, retain_graph=True))
+                del xr, wr, yr
             xg = x.detach().requires_grad_()
             loss = F.cross_entropy(xg, t, reduction="none")
             dloss = (torch.rand(rows, device=dev) + 0.5).to(loss.dtype)
@@ -194,6 +221,7 @@ def main():
     p.add_argument("--reps", type=int, default=30)
     p.add_argument("--json")
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--ops", help="comma-separated ops to measure (default: all)")
     p.add_argument("--combine", nargs=2, metavar=("OURS", "TORCH"))
     p.add_argument("--plot", metavar="COMBINED")
     p.add_argument("--out")

@@ -66,6 +66,8 @@ int cmd_info(int argc, char **argv);
 int cmd_train_mlp(int argc, char **argv);
 int cmd_train_cnn(int argc, char **argv);
 int cmd_bench_matmul(int argc, char **argv);
+int cmd_bench_membound(int argc, char **argv);
+int cmd_bench_gemm(int argc, char **argv);
 int cmd_train_gpt(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 

@@ -18,7 +18,9 @@ static void usage(FILE *f) {
             "  train cnn            train a CNN: LeNet-5 on MNIST, or a Conv-BN-ReLU network on CIFAR-10\n"
             "  train mlp            train a multilayer perceptron on MNIST or Fashion-MNIST\n"
             "  sample               generate text from a checkpoint of train gpt\n"
-            "  bench matmul         CPU matmul GFLOP/s: camel vs calling OpenBLAS directly\n\n"
+            "  bench matmul         CPU matmul GFLOP/s: camel vs calling OpenBLAS directly\n"
+            "  bench membound       GPU memory-bound kernels: GB/s and fraction of the copy bandwidth\n"
+            "  bench gemm           GPU GEMM TFLOP/s: cml_gemm vs cuBLAS/cuBLASLt on the same buffers\n\n"
             "Run `camel <command> --help` for the options of a command.\n",
             cml_version());
 }
@@ -52,8 +54,10 @@ int main(int argc, char **argv) {
         if (strcmp(cmd, "train") == 0 && strcmp(what, "mlp") == 0) return cmd_train_mlp(argc - 3, argv + 3);
         if (strcmp(cmd, "train") == 0 && strcmp(what, "gpt") == 0) return cmd_train_gpt(argc - 3, argv + 3);
         if (strcmp(cmd, "bench") == 0 && strcmp(what, "matmul") == 0) return cmd_bench_matmul(argc - 3, argv + 3);
+        if (strcmp(cmd, "bench") == 0 && strcmp(what, "membound") == 0) return cmd_bench_membound(argc - 3, argv + 3);
+        if (strcmp(cmd, "bench") == 0 && strcmp(what, "gemm") == 0) return cmd_bench_gemm(argc - 3, argv + 3);
         fprintf(stderr, "camel %s: unknown %s \"%s\"; available: %s\n", cmd, strcmp(cmd, "train") == 0 ? "model" : "benchmark",
-                what, strcmp(cmd, "train") == 0 ? "cnn, gpt, mlp" : "matmul");
+                what, strcmp(cmd, "train") == 0 ? "cnn, gpt, mlp" : "gemm, matmul, membound");
         return 2;
     }
     fprintf(stderr, "camel: unknown command \"%s\"\n\n", cmd);

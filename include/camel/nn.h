@@ -139,6 +139,8 @@ cml_status cml_init_xavier_normal_(cml_tensor *t, float gain, cml_rng *rng);
 cml_module *cml_embedding_create(int64_t num, int64_t dim, cml_rng *rng);
 /* LayerNorm over the last dim with gamma = 1, beta = 0. */
 cml_module *cml_layernorm_create(int64_t dim, float eps);
+/* RMSNorm over the last dim with a weight ("weight", gamma = 1); no bias. */
+cml_module *cml_rmsnorm_create(int64_t dim, float eps);
 /* GPT-2 causal self-attention on (B, T, C): "c_attn" Linear(C, 3C), heads of C/n_head,
  * cml_attention with causal masking, "c_proj" Linear(C, C), dropout on the output. */
 cml_module *cml_causal_self_attention_create(int64_t dim, int64_t n_head, float dropout, cml_rng *rng);

@@ -17,6 +17,12 @@ cml_status cml__layernorm_bwd_cpu(cml_ctx *ctx, void *dx, void *dgamma, void *db
                                   const void *x, const void *gamma, const float *mean, const float *rstd,
                                   int64_t rows, int64_t C, cml_dtype dtype);
 
+/* ---- rmsnorm.c ---- */
+cml_status cml__rmsnorm_fwd_cpu(cml_ctx *ctx, void *y, float *rstd, const void *x, const void *gamma, int64_t rows,
+                                int64_t C, float eps, cml_dtype dtype);
+cml_status cml__rmsnorm_bwd_cpu(cml_ctx *ctx, void *dx, void *dgamma, const void *dy, const void *x,
+                                const void *gamma, const float *rstd, int64_t rows, int64_t C, cml_dtype dtype);
+
 /* ---- attention.c ---- */
 cml_status cml__attention_fwd_cpu(cml_ctx *ctx, const cml_attention_desc *desc, void *O, float *lse,
                                   const void *Q, const void *K, const void *V);

@@ -1,6 +1,6 @@
-/* bench_membound: the memory-bound kernels (sum, softmax, layernorm,
- * cross-entropy; forward and backward) against the device-to-device copy
- * bandwidth measured in the same process.
+/* camel bench membound: the memory-bound kernels (sum, softmax, layernorm,
+ * rmsnorm, cross-entropy, forward and backward; the scaled fp8 conversion)
+ * against the device-to-device copy bandwidth measured in the same process.
  *
  * Method (DESIGN.md section 5): random inputs; 3 warm-up calls; then --reps
  * timed calls (median reported), each preceded by an untimed 256 MB memset so
@@ -10,40 +10,98 @@
  * copy reference is cudaMemcpyAsync of a 1 GiB buffer, counting bytes read
  * plus written. Cross-entropy calls wait for their one 8-byte flag copy (bad
  * targets, see src/kernels/cuda/softmax/cross_entropy.cu): that wait is in
- * their time, as a caller would see it.
+ * their time, as a caller would see it. bench/torch_membound.py measures
+ * PyTorch the same way and joins the two JSON files.
  *
- *   bench_membound [--reps N] [--json PATH] [--commit SHA] [--quick]
- * prints a table, and with --json writes DESIGN.md's results format with the
- * copy bandwidth as the reference (bench/torch_membound.py --combine adds
- * PyTorch's numbers). --quick runs the two smallest shapes only. */
-#include <cuda_runtime_api.h>
+ * CUDA runtime calls (events, buffers) are made here directly: this is a
+ * benchmark of the kernel layer, not framework code. A build without CUDA
+ * has the command (and its --help) but says it cannot run. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "camel/camel.h"
+#include "cli.h"
+
+enum {
+    OP_SUM,
+    OP_SOFTMAX,
+    OP_SOFTMAX_BWD,
+    OP_LAYERNORM,
+    OP_LAYERNORM_BWD,
+    OP_RMSNORM,
+    OP_RMSNORM_BWD,
+    OP_CE,
+    OP_CE_BWD,
+    OP_FP8,
+    OP_FP8_AMAX,
+    OP_COUNT
+};
+static const char *const OP_NAMES[OP_COUNT] = {
+    "sum",       "softmax",       "softmax_bwd",   "layernorm",         "layernorm_bwd",        "rmsnorm",
+    "rmsnorm_bwd", "cross_entropy", "cross_entropy_bwd", "convert_scaled_e4m3", "convert_scaled_e4m3_amax"};
+
+#define USAGE "camel bench membound [options]"
+#define ABOUT                                                                                                       \
+    "Times the memory-bound CUDA kernels (" BENCH_OPS ") on rows x cols in {4096x1024, 4096x4096, 16384x8192, "    \
+    "1024x32768, 256x262144}, f32 and bf16, plus a 1 GiB flat f32 sum, against a 1 GiB device-to-device copy "      \
+    "measured in the same process: the median of --reps calls, each after an untimed 256 MB memset (cold L2), "    \
+    "GB/s = bytes that must move / time. convert_scaled_e4m3 is cml_convert_scaled to f8e4m3 with a device-side "  \
+    "scale (dtype = the input's), _amax also writes max |x|. Prints a table; --json writes the results format of " \
+    "DESIGN.md (bench/torch_membound.py --combine adds PyTorch's numbers). Needs a CUDA build and a GPU (exit "    \
+    "code 77 otherwise)."
+#define BENCH_OPS                                                                                                   \
+    "sum, softmax, softmax_bwd, layernorm, layernorm_bwd, rmsnorm, rmsnorm_bwd, cross_entropy, cross_entropy_bwd, " \
+    "convert_scaled_e4m3, convert_scaled_e4m3_amax"
+
+typedef struct bench_opts {
+    int64_t reps;
+    bool quick;
+    bool want[OP_COUNT];
+    const char *json, *commit;
+    char command[512];
+} bench_opts;
+
+/* --ops: comma-separated names of OP_NAMES; false with a message on an unknown one. */
+static bool parse_ops(const char *text, bool *want) {
+    for (int k = 0; k < OP_COUNT; k++) want[k] = text == NULL;
+    if (!text) return true;
+    for (const char *p = text; *p;) {
+        size_t len = strcspn(p, ",");
+        int found = -1;
+        for (int k = 0; k < OP_COUNT && found < 0; k++)
+            if (strlen(OP_NAMES[k]) == len && strncmp(OP_NAMES[k], p, len) == 0) found = k;
+        if (found < 0) {
+            fprintf(stderr, "camel: --ops: unknown op \"%.*s\"; the ops are: %s\n", (int)len, p, BENCH_OPS);
+            return false;
+        }
+        want[found] = true;
+        p += len + (p[len] == ',');
+    }
+    return true;
+}
+
+#ifdef CML_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
 #include "runtime/ctx_impl.h"
 
 #define CUDA_OK(call)                                                                                    \
     do {                                                                                                 \
         cudaError_t e_ = (call);                                                                         \
         if (e_ != cudaSuccess) {                                                                         \
-            fprintf(stderr, "bench_membound: %s failed: %s\n", #call, cudaGetErrorString(e_));           \
+            fprintf(stderr, "camel bench membound: %s failed: %s\n", #call, cudaGetErrorString(e_));     \
             exit(1);                                                                                     \
         }                                                                                                \
     } while (0)
 #define CML_OK(call)                                                                                     \
     do {                                                                                                 \
         if ((call) != CML_OK) {                                                                          \
-            fprintf(stderr, "bench_membound: %s failed: %s\n", #call, cml_last_error());                 \
+            fprintf(stderr, "camel bench membound: %s failed: %s\n", #call, cml_last_error());           \
             exit(1);                                                                                     \
         }                                                                                                \
     } while (0)
-
-enum { OP_SUM, OP_SOFTMAX, OP_SOFTMAX_BWD, OP_LAYERNORM, OP_LAYERNORM_BWD, OP_CE, OP_CE_BWD, OP_COUNT };
-static const char *OP_NAMES[OP_COUNT] = {"sum",           "softmax",       "softmax_bwd",      "layernorm",
-                                         "layernorm_bwd", "cross_entropy", "cross_entropy_bwd"};
 
 static const int64_t SHAPES[][2] = {{4096, 1024}, {4096, 4096}, {16384, 8192}, {1024, 32768}, {256, 262144}};
 enum { N_SHAPES = 5 };
@@ -53,6 +111,7 @@ enum { N_SHAPES = 5 };
 #define FLAT_ELEMS ((int64_t)1 << 28) /* 1 GiB of f32 */
 #define FLUSH_BYTES ((size_t)256 << 20)
 #define MAX_REPS 1000
+#define FP8_SCALE 64.0f /* x in [-3, 3) -> [-192, 192): inside e4m3's range, every exponent used */
 
 typedef struct bench {
     cml_ctx *ctx;
@@ -63,7 +122,7 @@ typedef struct bench {
     /* inputs (random), per dtype: 0 = f32, 1 = bf16 */
     void *x[2], *dy[2], *gamma[2], *beta[2];
     void *y, *dgamma, *dbeta; /* outputs */
-    float *mean, *rstd, *loss, *dloss;
+    float *mean, *rstd, *loss, *dloss, *scale, *amax;
     int64_t *targets;
 } bench;
 
@@ -86,23 +145,36 @@ static cml_status run_op(bench *b, const run_args *a) {
     case OP_LAYERNORM_BWD:
         return cml_layernorm_bwd(b->ctx, b->y, b->dgamma, b->dbeta, b->dy[d], b->x[d], b->gamma[d], b->mean, b->rstd,
                                  a->rows, a->cols, a->dt);
+    case OP_RMSNORM:
+        return cml_rmsnorm_fwd(b->ctx, b->y, b->rstd, b->x[d], b->gamma[d], a->rows, a->cols, 1e-5f, a->dt);
+    case OP_RMSNORM_BWD:
+        return cml_rmsnorm_bwd(b->ctx, b->y, b->dgamma, b->dy[d], b->x[d], b->gamma[d], b->rstd, a->rows, a->cols,
+                               a->dt);
     case OP_CE: return cml_cross_entropy_fwd(b->ctx, b->loss, b->x[d], b->targets, a->rows, a->cols, a->dt, -100);
-    default:
+    case OP_CE_BWD:
         return cml_cross_entropy_bwd(b->ctx, b->y, b->dloss, b->x[d], b->targets, a->rows, a->cols, a->dt, -100);
+    default:
+        return cml_convert_scaled(b->ctx, b->y, CML_F8E4M3, b->x[d], a->dt, a->rows * a->cols, b->scale,
+                                  a->op == OP_FP8_AMAX ? b->amax : NULL);
     }
 }
 
 /* Bytes that must move: inputs read once, outputs written once (same counts in torch_membound.py). */
 static double op_bytes(int op, int64_t rows, int64_t cols, size_t es) {
     const double rc = (double)rows * (double)cols * (double)es, r = (double)rows, c = (double)cols * (double)es;
+    const double n = (double)rows * (double)cols;
     switch (op) {
     case OP_SUM: return rc + r * (double)es;
     case OP_SOFTMAX: return 2 * rc;
     case OP_SOFTMAX_BWD: return 3 * rc;
     case OP_LAYERNORM: return 2 * rc + 2 * c + 8 * r;     /* x, y, gamma, beta, mean, rstd */
     case OP_LAYERNORM_BWD: return 3 * rc + 3 * c + 8 * r; /* dy, x, dx, gamma, dgamma, dbeta, mean, rstd */
+    case OP_RMSNORM: return 2 * rc + c + 4 * r;           /* x, y, gamma, rstd */
+    case OP_RMSNORM_BWD: return 3 * rc + 2 * c + 4 * r;   /* dy, x, dx, gamma, dgamma, rstd */
     case OP_CE: return rc + 12 * r;                       /* logits, targets (i64), loss (f32) */
-    default: return 2 * rc + 12 * r;                      /* logits, dlogits, targets, dloss */
+    case OP_CE_BWD: return 2 * rc + 12 * r;               /* logits, dlogits, targets, dloss */
+    case OP_FP8: return rc + n + 4;                       /* x, y (1 byte each), scale */
+    default: return rc + n + 8;                           /* x, y, scale, amax */
     }
 }
 
@@ -154,7 +226,10 @@ static void *dmalloc(size_t n) {
 static void fill_random_f32(float *dst, int64_t n, uint64_t seed, float lo, float hi) {
     const int64_t block = (int64_t)1 << 24;
     float *h = malloc(sizeof(float) * (size_t)block);
-    if (!h) exit(1);
+    if (!h) {
+        fprintf(stderr, "camel bench membound: out of host memory\n");
+        exit(1);
+    }
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
     for (int64_t i = 0; i < block; i++) { /* xorshift64* */
         s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
@@ -174,7 +249,7 @@ static void setup(bench *b) {
     cml_device dev = {CML_CUDA, 0};
     b->ctx = cml_ctx_default(dev);
     if (!b->ctx) {
-        fprintf(stderr, "bench_membound: no CUDA context: %s\n", cml_last_error());
+        fprintf(stderr, "camel bench membound: no CUDA context: %s\n", cml_last_error());
         exit(1);
     }
     b->st = (cudaStream_t)cml__ctx_stream(b->ctx);
@@ -205,9 +280,13 @@ static void setup(bench *b) {
     b->loss = dmalloc(sizeof(float) * MAX_ROWS);
     b->dloss = dmalloc(sizeof(float) * MAX_ROWS);
     b->targets = dmalloc(sizeof(int64_t) * MAX_ROWS);
+    b->scale = dmalloc(2 * sizeof(float));
+    b->amax = b->scale + 1;
     fill_random_f32(b->mean, MAX_ROWS, 5, -0.1f, 0.1f);
     fill_random_f32(b->rstd, MAX_ROWS, 6, 0.5f, 2.0f);
     fill_random_f32(b->dloss, MAX_ROWS, 7, 0.5f, 1.5f);
+    const float scale = FP8_SCALE;
+    CUDA_OK(cudaMemcpy(b->scale, &scale, sizeof scale, cudaMemcpyHostToDevice));
     CUDA_OK(cudaDeviceSynchronize());
 }
 
@@ -231,11 +310,10 @@ typedef struct record {
     double bytes, ms, gbps;
 } record;
 
-static void write_json(const char *path, const record *r, int n, double copy_gbps, int reps, const char *commit,
-                       const char *command) {
+static void write_json(const char *path, const record *r, int n, double copy_gbps, const bench_opts *o) {
     FILE *f = fopen(path, "w");
     if (!f) {
-        fprintf(stderr, "bench_membound: cannot write %s\n", path);
+        fprintf(stderr, "camel bench membound: cannot write %s\n", path);
         exit(1);
     }
     struct cudaDeviceProp p;
@@ -254,7 +332,7 @@ static void write_json(const char *path, const record *r, int n, double copy_gbp
                "    \"method\": \"median of reps after 3 warm-ups, CUDA events, 256 MB memset between runs (untimed), "
                "GB/s = bytes that must move / time\"},\n  \"results\": [\n",
             p.name, p.multiProcessorCount, clock_khz / 1000, mem_khz / 1000, p.l2CacheSize, rt / 1000,
-            (rt % 1000) / 10, drv / 1000, (drv % 1000) / 10, commit, date, command, reps, copy_gbps);
+            (rt % 1000) / 10, drv / 1000, (drv % 1000) / 10, o->commit, date, o->command, (int)o->reps, copy_gbps);
     for (int i = 0; i < n; i++)
         fprintf(f,
                 "    {\"family\": \"membound\", \"op\": \"%s\", \"dtype\": \"%s\", \"shape\": {\"rows\": %lld, "
@@ -266,37 +344,15 @@ static void write_json(const char *path, const record *r, int n, double copy_gbp
     fclose(f);
 }
 
-int main(int argc, char **argv) {
-    const char *json = NULL, *commit = "unknown";
-    int reps = 30, quick = 0;
-    char command[512] = "";
-    for (int i = 0; i < argc; i++) /* the command line as run, for the JSON's meta */
-        if (strlen(command) + strlen(argv[i]) + 2 < sizeof command) {
-            if (i) strcat(command, " ");
-            strcat(command, argv[i]);
-        }
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
-        else if (!strcmp(argv[i], "--commit") && i + 1 < argc) commit = argv[++i];
-        else if (!strcmp(argv[i], "--quick")) quick = 1;
-        else {
-            fprintf(stderr, "usage: bench_membound [--reps N (20..1000)] [--json PATH] [--commit SHA] [--quick]\n");
-            return 2;
-        }
-    }
-    if (reps < 20 || reps > MAX_REPS) {
-        fprintf(stderr, "bench_membound: --reps must be in [20, %d]\n", MAX_REPS);
-        return 2;
-    }
+static int run_bench(const bench_opts *o) {
     const char *why = NULL;
     if (!cml_cuda_available(&why)) {
-        printf("bench_membound: skipped: %s\n", why);
+        printf("camel bench membound: skipped: %s\n", why);
         return 77;
     }
     bench b;
     memset(&b, 0, sizeof b);
-    b.reps = reps;
+    b.reps = (int)o->reps;
     setup(&b);
 
     /* the reference: a 1 GiB device-to-device copy (read + write) */
@@ -305,28 +361,66 @@ int main(int argc, char **argv) {
     const double copy_gbps = 2.0 * (double)ca.bytes / (time_median(&b, call_copy, &ca) * 1e-3) / 1e9;
     CUDA_OK(cudaFree(dst));
     printf("copy D2D 1 GiB: %.1f GB/s (read + write)\n\n", copy_gbps);
-    printf("%-18s %-5s %-14s %10s %9s %7s\n", "op", "dtype", "rows x cols", "ms", "GB/s", "%copy");
+    printf("%-24s %-5s %-14s %10s %9s %7s\n", "op", "dtype", "rows x cols", "ms", "GB/s", "%copy");
 
     static record rec[2 * N_SHAPES * OP_COUNT + 1];
     int nrec = 0;
-    const int nshapes = quick ? 2 : N_SHAPES;
+    const int nshapes = o->quick ? 2 : N_SHAPES;
     for (int s = 0; s <= nshapes; s++) {
         const bool flat = s == nshapes; /* last: the 1 GiB flat f32 sum */
         const int64_t rows = flat ? 1 : SHAPES[s][0], cols = flat ? FLAT_ELEMS : SHAPES[s][1];
         if (!flat) set_targets(&b, cols);
         for (int d = 0; d < (flat ? 1 : 2); d++)
             for (int op = 0; op < (flat ? 1 : OP_COUNT); op++) {
+                if (!o->want[op]) continue;
                 run_args a = {op, d ? CML_BF16 : CML_F32, d, rows, cols};
                 const double ms = time_median(&b, call_op, &a);
                 record *r = &rec[nrec++];
                 *r = (record){OP_NAMES[op], cml_dtype_name(a.dt), rows, cols,
                               op_bytes(op, rows, cols, cml_dtype_size(a.dt)), ms, 0};
                 r->gbps = r->bytes / (ms * 1e-3) / 1e9;
-                printf("%-18s %-5s %6lldx%-7lld %10.4f %9.1f %6.1f%%\n", r->op, r->dtype, (long long)rows,
+                printf("%-24s %-5s %6lldx%-7lld %10.4f %9.1f %6.1f%%\n", r->op, r->dtype, (long long)rows,
                        (long long)cols, ms, r->gbps, 100.0 * r->gbps / copy_gbps);
                 fflush(stdout);
             }
     }
-    if (json) write_json(json, rec, nrec, copy_gbps, reps, commit, command);
+    if (o->json) write_json(o->json, rec, nrec, copy_gbps, o);
     return 0;
+}
+#else
+static int run_bench(const bench_opts *o) {
+    (void)o;
+    printf("camel bench membound: skipped: this camel was built without CUDA (configure with -DCML_CUDA=ON on a "
+           "machine with nvcc)\n");
+    return 77;
+}
+#endif
+
+int cmd_bench_membound(int argc, char **argv) {
+    bench_opts o;
+    memset(&o, 0, sizeof o);
+    o.reps = 30;
+    o.commit = "unknown";
+    const char *ops = NULL;
+    cli_flag flags[] = {
+        {"reps", CLI_INT, &o.reps, "timed calls per kernel and shape, 20..1000 (the median is reported)"},
+        {"json", CLI_STRING, &o.json, "write the results (bench/results format) to this file"},
+        {"commit", CLI_STRING, &o.commit, "the commit to record in the JSON's meta"},
+        {"ops", CLI_STRING, &ops, "comma-separated ops to run (default: all)"},
+        {"quick", CLI_BOOL, &o.quick, "the two smallest shapes only"},
+    };
+    int rc = cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof flags[0]), USAGE, ABOUT);
+    if (rc) return rc == 1 ? 0 : rc;
+    if (o.reps < 20 || o.reps > 1000) {
+        fprintf(stderr, "camel: --reps=%lld must be in [20, 1000]\n", (long long)o.reps);
+        return 2;
+    }
+    if (!parse_ops(ops, o.want)) return 2;
+    snprintf(o.command, sizeof o.command, "camel bench membound");
+    for (int i = 0; i < argc; i++) /* the command line as run, for the JSON's meta */
+        if (strlen(o.command) + strlen(argv[i]) + 2 < sizeof o.command && !strchr(argv[i], '"')) {
+            strcat(o.command, " ");
+            strcat(o.command, argv[i]);
+        }
+    return run_bench(&o);
 }

@@ -1,0 +1,355 @@
+/* CUDA RMSNorm backward over contiguous (rows, C); f32/f16/bf16 storage, f32 math.
+ * With xhat = x rstd and g = dy gamma (as on the CPU):
+ *   dx = rstd (g - xhat mean(g xhat)),  dgamma[c] = sum_r dy[r,c] xhat[r,c].
+ *
+ * The paths of the LayerNorm backward (layernorm_bwd.cu), with one row sum
+ * instead of two and no dbeta:
+ * - rows of up to 8192 elements (4096 unaligned): blocks of 1024 threads (512
+ *   unaligned) hold R rows at a time in registers (8 elements per thread),
+ *   each block walking rows blockIdx.x, blockIdx.x + gridDim.x, ... (the grid
+ *   is what fits on the GPU at once). A thread owns the same columns in every
+ *   row, so it accumulates its dgamma terms in registers over the block's
+ *   rows; at the end the block's R groups are merged in order through shared
+ *   memory into one partial row per block, and a second kernel sums the
+ *   partial rows in block order, per column. x and dy are read once, dx
+ *   written once.
+ * - longer rows: dx in one pass when rows are 16-byte aligned (a chunk of 4096
+ *   f32 / 8192 bf16 elements per block, chunk sums added in chunk order across
+ *   the row's blocks, common/row_sync.cuh), else in two passes over chunks
+ *   (L2-batched); dgamma through a column kernel (32 columns x 8 row phases
+ *   per block, rows split into ranges whose partial rows the same second
+ *   kernel sums in order), which reads x and dy once more.
+ * Deterministic throughout: every sum has a fixed order, no float atomics. */
+#include <math.h>
+
+#include "kernels/cuda/common/check.cuh"
+#include "kernels/cuda/common/row_sync.cuh"
+#include "kernels/cuda/common/rows.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+
+#define E_ROW 8
+#define COMBINE_FLOATS (1024 * E_ROW) /* R groups x C columns of one block */
+#define CHUNK 8192
+#define THREADS 256
+#define UNROLL 2 /* 16-byte loads in flight per thread and input (three inputs) */
+
+/* ---- rows held in registers ------------------------------------------------------------------------ */
+
+/* part (f32, (gridDim.x, C)): the block's dgamma terms; NULL when dgamma is not wanted. */
+template <int DT, bool VEC>
+static __global__ void __launch_bounds__(VEC ? 1024 : 512)
+    rms_bwd_rows_kernel(void *dx, float *part, const void *dy, const void *x, const void *gamma, const float *rstd,
+                        long long rows, int C) {
+    typedef typename cml__elem<DT>::type T;
+    __shared__ float red[2][32];
+    __shared__ float combine[COMBINE_FLOATS];
+    const int G = blockDim.x, R = blockDim.y, t = threadIdx.x;
+    float dg[E_ROW];
+#pragma unroll
+    for (int e = 0; e < E_ROW; e++) dg[e] = 0.0f;
+    int parity = 0; /* alternate scratch arrays: consecutive rows need no extra barrier */
+    for (long long r0 = (long long)blockIdx.x * R; r0 < rows; r0 += (long long)gridDim.x * R) {
+        const long long row = r0 + threadIdx.y;
+        const bool valid = row < rows;
+        const size_t off = (size_t)(valid ? row : 0) * (size_t)C;
+        float xv[E_ROW], gv[E_ROW];
+        cml__row_load<DT, VEC, E_ROW>(xv, (const T *)x + off, valid ? C : 0, t, G, 0.0f);
+        cml__row_load<DT, VEC, E_ROW>(gv, (const T *)dy + off, valid ? C : 0, t, G, 0.0f); /* dy; 0 past the row */
+        float gm[E_ROW]; /* gamma, re-read per row from L1 rather than held: registers are the limit here */
+        cml__row_load<DT, VEC, E_ROW>(gm, gamma ? gamma : x, gamma ? C : 0, t, G, 1.0f);
+        const float r = valid ? rstd[row] : 0.0f;
+        float s = 0.0f;
+#pragma unroll
+        for (int e = 0; e < E_ROW; e++) s += gv[e] * gm[e] * (xv[e] * r);
+        s = cml__group_allreduce(s, G, red[parity], cml__sum_op());
+        parity ^= 1;
+        const float mgx = s / (float)C;
+#pragma unroll
+        for (int e = 0; e < E_ROW; e++) {
+            const float xh = xv[e] * r;
+            dg[e] += gv[e] * xh;
+            xv[e] = r * (gv[e] * gm[e] - xh * mgx);
+        }
+        if (valid) cml__row_store<DT, VEC, E_ROW>((T *)dx + off, xv, C, t, G);
+    }
+    if (!part) return; /* uniform across the grid */
+    /* Merge the R groups' terms in group order. */
+    float *out = part + (size_t)blockIdx.x * C;
+    if (R == 1) {
+#pragma unroll
+        for (int e = 0; e < E_ROW; e++) {
+            const int c = cml__row_col<DT, VEC>(e, t, G);
+            if (c < C) out[c] = dg[e];
+        }
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < E_ROW; e++) {
+        const int c = cml__row_col<DT, VEC>(e, t, G);
+        if (c < C) combine[threadIdx.y * C + c] = dg[e];
+    }
+    __syncthreads();
+    for (int c = threadIdx.y * G + t; c < C; c += G * R) {
+        float a = combine[c];
+        for (int q = 1; q < R; q++) a += combine[q * C + c];
+        out[c] = a;
+    }
+}
+
+/* dgamma[c] = the sum of the nb partial rows in order. */
+template <int DT>
+static __global__ void rms_bwd_partial_sum_kernel(void *dgamma, const float *part, int nb, long long C) {
+    const long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float a = 0.0f;
+    for (int k = 0; k < nb; k++) a += part[(size_t)k * C + c];
+    cml__st<DT>(dgamma, c, a);
+}
+
+/* ---- long rows ---------------------------------------------------------------------------------------- */
+
+/* Long aligned rows, dx in one pass (row_sync.cuh): a chunk of 256 threads x 4 words of x and of
+ * dy per block; the chunks' sums of g xhat added over the row in chunk order. */
+template <int DT>
+static __global__ void __launch_bounds__(THREADS, 3)
+    rms_bwd_onepass_kernel(void *dx, const void *dy, const void *x, const void *gamma, const float *rstd,
+                           unsigned *sync, float *states, long long C, int splits) {
+    typedef typename cml__elem<DT>::type T;
+    constexpr int V = cml__words<DT>::V, KW = 4;
+    constexpr long long CH = (long long)THREADS * KW * V;
+    __shared__ float red[32], stat;
+    const int t = threadIdx.x;
+    const unsigned b = cml__take_ticket(sync);
+    const long long row = b / splits, lo = (b % splits) * CH;
+    const int nn = (int)(C - lo < CH ? C - lo : CH);
+    const size_t off = (size_t)row * (size_t)C + (size_t)lo;
+    uint4 wx[KW], wd[KW];
+    cml__words_load<DT, KW>(wx, (const T *)x + off, nn, t, THREADS);
+    cml__words_load<DT, KW>(wd, (const T *)dy + off, nn, t, THREADS);
+    const float r = rstd[row];
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < KW; k++) {
+        const int c = (k * THREADS + t) * V;
+        if (c < nn) {
+            float xv[V], gv[V], gm[V];
+            cml__unpack16<DT>(wx[k], xv);
+            cml__unpack16<DT>(wd[k], gv);
+#pragma unroll
+            for (int u = 0; u < V; u++) gm[u] = 1.0f;
+            if (gamma) cml__unpack16<DT>(__ldg((const uint4 *)((const T *)gamma + lo + c)), gm);
+#pragma unroll
+            for (int u = 0; u < V; u++) s += gv[u] * gm[u] * (xv[u] * r);
+        }
+    }
+    s = cml__group_allreduce(s, THREADS, red, cml__sum_op());
+    if (t == 0) {
+        cml__publish(states + b, s, sync, row);
+        float a = NAN; /* a broken co-residency assumption shows as NaN, not a hang */
+        if (cml__wait_row(sync, row, (unsigned)splits)) {
+            a = cml__load_cg(states + row * splits);
+            for (int k = 1; k < splits; k++) a += cml__load_cg(states + row * splits + k);
+        }
+        stat = a / (float)C;
+    }
+    __syncthreads();
+    const float mgx = stat;
+#pragma unroll
+    for (int k = 0; k < KW; k++) {
+        const int c = (k * THREADS + t) * V;
+        if (c < nn) {
+            float xv[V], gv[V], gm[V];
+            cml__unpack16<DT>(wx[k], xv);
+            cml__unpack16<DT>(wd[k], gv);
+#pragma unroll
+            for (int u = 0; u < V; u++) gm[u] = 1.0f;
+            if (gamma) cml__unpack16<DT>(__ldg((const uint4 *)((const T *)gamma + lo + c)), gm);
+#pragma unroll
+            for (int u = 0; u < V; u++) xv[u] = r * (gv[u] * gm[u] - (xv[u] * r) * mgx);
+            *(uint4 *)((T *)dx + off + c) = cml__pack16<DT>(xv);
+        }
+    }
+}
+
+/* Long unaligned rows, pass 1: partial[b] = sum of g xhat over block b's chunk of row row0 + b / splits. */
+template <int DT>
+static __global__ void __launch_bounds__(THREADS)
+    rms_bwd_stats_kernel(float *partial, const void *dy, const void *x, const void *gamma, const float *rstd,
+                         long long row0, long long C, int splits) {
+    typedef typename cml__elem<DT>::type T;
+    __shared__ float red[32];
+    const long long b = blockIdx.x, row = row0 + b / splits;
+    const long long lo = (b % splits) * (long long)CHUNK, hi = lo + CHUNK < C ? lo + CHUNK : C;
+    const float r = rstd[row];
+    float s = 0.0f;
+    /* gamma as a third 16-byte stream (dy again, from L1, when there is none) */
+    const T *dyr = (const T *)dy + row * C;
+    const bool has_g = gamma != nullptr;
+    cml__stream<DT, 3, false, UNROLL>(
+        nullptr, dyr, (const T *)x + row * C, lo, hi, threadIdx.x, THREADS,
+        [&](const float *v, long long) {
+            s += v[0] * (has_g ? v[2] : 1.0f) * (v[1] * r);
+            return 0.0f;
+        },
+        has_g ? gamma : (const void *)dyr);
+    s = cml__group_allreduce(s, THREADS, red, cml__sum_op());
+    if (threadIdx.x == 0) partial[b] = s;
+}
+
+template <int DT>
+static __global__ void __launch_bounds__(THREADS)
+    rms_bwd_apply_kernel(void *dx, const void *dy, const void *x, const void *gamma, const float *rstd,
+                         const float *partial, long long row0, long long C, int splits) {
+    typedef typename cml__elem<DT>::type T;
+    __shared__ float stat;
+    const long long b = blockIdx.x, row = row0 + b / splits;
+    if (threadIdx.x == 0) {
+        const float *p = partial + (b / splits) * splits;
+        float a = p[0];
+        for (int k = 1; k < splits; k++) a += p[k];
+        stat = a / (float)C;
+    }
+    __syncthreads();
+    const float mgx = stat, r = rstd[row];
+    const long long lo = (b % splits) * (long long)CHUNK, hi = lo + CHUNK < C ? lo + CHUNK : C;
+    const T *dyr = (const T *)dy + row * C;
+    const bool has_g = gamma != nullptr;
+    cml__stream<DT, 3, true, UNROLL>(
+        (T *)dx + row * C, dyr, (const T *)x + row * C, lo, hi, threadIdx.x, THREADS,
+        [&](const float *v, long long) { return r * (v[0] * (has_g ? v[2] : 1.0f) - (v[1] * r) * mgx); },
+        has_g ? gamma : (const void *)dyr);
+}
+
+/* dgamma terms of columns [tile * 32, +32) over rows [lo, hi) of split blockIdx.y, the 8 row
+ * phases added in order, into part[(blockIdx.y, C)]. */
+template <int DT>
+static __global__ void __launch_bounds__(256)
+    rms_bwd_cols_kernel(float *part, const void *dy, const void *x, const float *rstd, long long rows, long long C,
+                        long long rchunk) {
+    __shared__ float sm[8][32];
+    const long long c = (long long)blockIdx.x * 32 + threadIdx.x;
+    const long long lo = (long long)blockIdx.y * rchunk, hi = lo + rchunk < rows ? lo + rchunk : rows;
+    float a = 0.0f;
+    if (c < C)
+        for (long long j = lo + threadIdx.y; j < hi; j += 8)
+            a += cml__ld<DT>(dy, j * C + c) * (cml__ld<DT>(x, j * C + c) * rstd[j]);
+    sm[threadIdx.y][threadIdx.x] = a;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        for (int k = 1; k < 8; k++) a += sm[k][threadIdx.x];
+        part[(size_t)blockIdx.y * C + c] = a;
+    }
+}
+
+/* ---- launch -------------------------------------------------------------------------------------------- */
+
+static const char FN[] = "cml_rmsnorm_bwd";
+
+static cml_status launched(const char *kernel, int dt, long long n, unsigned grid, unsigned block) {
+    return cml__cuda_check_launch(FN, kernel, cml_dtype_name((cml_dtype)dt), n, grid, block);
+}
+
+template <int DT>
+static cml_status partial_sum_launch(cml_ctx *ctx, void *dgamma, const float *part, int nb, long long C) {
+    const unsigned grid = (unsigned)((C + 255) / 256);
+    rms_bwd_partial_sum_kernel<DT><<<grid, 256, 0, cml__stream(ctx)>>>(dgamma, part, nb, C);
+    return launched("rms_bwd_partial_sum_kernel", DT, (long long)nb * C, grid, 256);
+}
+
+template <int DT>
+static cml_status rows_launch(cml_ctx *ctx, void *dx, void *dgamma, const void *dy, const void *x, const void *gamma,
+                              const float *rstd, long long rows, long long C, bool vec, int sms) {
+    const int threads = vec ? 1024 : 512;
+    const int G = cml__pow2_at_least((C + E_ROW - 1) / E_ROW, threads), R = threads / G;
+    int per_sm = 0;
+    cudaError_t e = vec ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, rms_bwd_rows_kernel<DT, true>, threads, 0)
+                        : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, rms_bwd_rows_kernel<DT, false>, threads, 0);
+    if (e != cudaSuccess || per_sm < 1) {
+        (void)cudaGetLastError();
+        per_sm = 1;
+    }
+    const long long row_blocks = (rows + R - 1) / R, resident = (long long)sms * per_sm;
+    const int nb = (int)(row_blocks < resident ? row_blocks : resident);
+    void *part = NULL;
+    if (dgamma) CML_TRY(cml_ctx_workspace(ctx, &part, (size_t)nb * (size_t)C * sizeof(float)));
+    cudaStream_t st = cml__stream(ctx);
+    if (vec)
+        rms_bwd_rows_kernel<DT, true><<<nb, dim3(G, R), 0, st>>>(dx, (float *)part, dy, x, gamma, rstd, rows, (int)C);
+    else
+        rms_bwd_rows_kernel<DT, false><<<nb, dim3(G, R), 0, st>>>(dx, (float *)part, dy, x, gamma, rstd, rows, (int)C);
+    CML_TRY(launched("rms_bwd_rows_kernel", DT, rows * C, (unsigned)nb, (unsigned)threads));
+    return dgamma ? partial_sum_launch<DT>(ctx, dgamma, (const float *)part, nb, C) : CML_OK;
+}
+
+template <int DT>
+static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, const void *dy, const void *x, const void *gamma,
+                             const float *rstd, long long rows, long long C) {
+    typedef typename cml__elem<DT>::type T;
+    cudaStream_t st = cml__stream(ctx);
+    const int sms = cml__cuda_sm_count(ctx->device.index) > 0 ? cml__cuda_sm_count(ctx->device.index) : 132;
+    const bool vec = cml__rows_vec_ok(C, sizeof(T), dx, dy, x) && (!gamma || ((uintptr_t)gamma & 15u) == 0);
+    if (C <= (long long)(vec ? 1024 : 512) * E_ROW)
+        return rows_launch<DT>(ctx, dx, dgamma, dy, x, gamma, rstd, rows, C, vec, sms);
+    /* long rows: dx through chunks, L2-batched */
+    const int splits = (int)((C + CHUNK - 1) / CHUNK);
+    long long nbr = cml__cuda_l2_bytes(ctx->device.index) / 2 / (2 * C * (long long)sizeof(T));
+    if (nbr < 1) nbr = 1;
+    if (nbr > rows) nbr = rows;
+    /* dgamma: 32-column tiles x row ranges, enough blocks to fill the GPU */
+    const long long tiles = (C + 31) / 32;
+    long long rsplits = dgamma ? ((long long)sms * 8 + tiles - 1) / tiles : 0;
+    if (rsplits > rows / 8) rsplits = rows / 8;
+    if (rsplits < 1) rsplits = 1;
+    if (rsplits > 65535) rsplits = 65535;
+    const long long rchunk = (rows + rsplits - 1) / rsplits;
+    rsplits = (rows + rchunk - 1) / rchunk;
+    const long long ch1 = (long long)THREADS * 4 * (16 / (long long)sizeof(T)), osplits = (C + ch1 - 1) / ch1;
+    const bool onepass = vec && rows * osplits < (1ll << 31) &&
+                         cml__row_sync_fits((const void *)rms_bwd_onepass_kernel<DT>, THREADS, (int)osplits, sms);
+    const size_t stat_bytes = onepass ? CML__ROW_SYNC_STATES(rows) + (size_t)(rows * osplits) * sizeof(float)
+                                      : (size_t)(nbr * splits) * sizeof(float);
+    const size_t part_off = (stat_bytes + 255) / 256 * 256;
+    void *ws = NULL;
+    CML_TRY(cml_ctx_workspace(ctx, &ws, part_off + (dgamma ? (size_t)rsplits * (size_t)C * sizeof(float) : 0)));
+    float *part = (float *)((char *)ws + part_off);
+    if (dgamma) { /* first: dx may alias dy, so dy is read for dgamma before dx is written */
+        rms_bwd_cols_kernel<DT><<<dim3((unsigned)tiles, (unsigned)rsplits), dim3(32, 8), 0, st>>>(part, dy, x, rstd, rows,
+                                                                                                C, rchunk);
+        CML_TRY(launched("rms_bwd_cols_kernel", DT, rows * C, (unsigned)(tiles * rsplits), 256));
+    }
+    if (onepass) {
+        CML_CUDA_TRY(FN, cudaMemsetAsync(ws, 0, (size_t)(rows + 1) * sizeof(unsigned), st));
+        const unsigned grid = (unsigned)(rows * osplits);
+        rms_bwd_onepass_kernel<DT><<<grid, THREADS, 0, st>>>(dx, dy, x, gamma, rstd, (unsigned *)ws,
+                                                            (float *)((char *)ws + CML__ROW_SYNC_STATES(rows)), C,
+                                                            (int)osplits);
+        CML_TRY(launched("rms_bwd_onepass_kernel", DT, rows * C, grid, THREADS));
+    } else {
+        for (long long r0 = 0; r0 < rows; r0 += nbr) {
+            const unsigned grid = (unsigned)((rows - r0 < nbr ? rows - r0 : nbr) * splits);
+            rms_bwd_stats_kernel<DT><<<grid, THREADS, 0, st>>>((float *)ws, dy, x, gamma, rstd, r0, C, splits);
+            CML_TRY(launched("rms_bwd_stats_kernel", DT, rows * C, grid, THREADS));
+            rms_bwd_apply_kernel<DT><<<grid, THREADS, 0, st>>>(dx, dy, x, gamma, rstd, (const float *)ws, r0, C, splits);
+            CML_TRY(launched("rms_bwd_apply_kernel", DT, rows * C, grid, THREADS));
+        }
+    }
+    return dgamma ? partial_sum_launch<DT>(ctx, dgamma, part, (int)rsplits, C) : CML_OK;
+}
+
+/* ---- entry point (arguments validated by src/kernels/rmsnorm.c) ---------------------------------------- */
+
+extern "C" cml_status cml__rmsnorm_bwd_cuda(cml_ctx *ctx, void *dx, void *dgamma, const void *dy, const void *x,
+                                            const void *gamma, const float *rstd, int64_t rows, int64_t C,
+                                            cml_dtype dtype) {
+    CML_TRY(cml__cuda_check_float_dtype(FN, "dtype", dtype));
+    CML_TRY(cml__cuda_activate(ctx));
+    if (rows == 0) { /* dgamma is overwritten: a sum over no rows */
+        if (dgamma) CML_CUDA_TRY(FN, cudaMemsetAsync(dgamma, 0, (size_t)C * cml_dtype_size(dtype), cml__stream(ctx)));
+        return CML_OK;
+    }
+    switch (dtype) {
+    case CML_F16: return bwd_launch<CML_F16>(ctx, dx, dgamma, dy, x, gamma, rstd, rows, C);
+    case CML_BF16: return bwd_launch<CML_BF16>(ctx, dx, dgamma, dy, x, gamma, rstd, rows, C);
+    default: return bwd_launch<CML_F32>(ctx, dx, dgamma, dy, x, gamma, rstd, rows, C);
+    }
+}

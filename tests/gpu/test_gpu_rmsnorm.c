@@ -1,0 +1,173 @@
+/* GPU tests of RMSNorm forward and backward (src/kernels/cuda/norm/rmsnorm_*.cu)
+ * against the CPU reference on random inputs: rows x C over {1x1, 7x127,
+ * 3x1025, 127x4097, 2x262144} and C = 1, 7, 1025, 32768 in f32, bf16 and f16,
+ * with and without gamma; the edges of the register paths (backward 8192;
+ * forward 4 or 8 words per thread, up to 32768 f32 / 65536 bf16; one more
+ * element, or one element off alignment, takes the chunked or scalar paths);
+ * several L2 batches of long unaligned rows; dx aliasing dy; rows == 0.
+ * Outputs are poisoned before each run, two runs must be bitwise identical
+ * (dgamma included: it is reduced in a fixed order), and results are within
+ * the dtype's norm-wise tolerance. Exits 77 ("skipped") without a GPU. */
+#include "gpu_row_util.h"
+
+typedef struct rms_case {
+    cml_dtype dt;
+    int64_t rows, C, off; /* off: x, y, dy, dx start that many elements into their buffers */
+    bool gamma;
+    bool alias; /* backward writes dx over dy */
+} rms_case;
+
+/* GPU dx vs CPU dx: the error relative to the norm of rstd * dy * gamma, the larger of the
+ * two terms dx is the difference of (they cancel when C = 1). */
+static void compare_dx(const char *what, const void *got, const void *want, const void *dy, const void *g,
+                       const float *rstd, rms_case k) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < k.rows * k.C; i++) {
+        const double a = cml_dtype_load(got, k.dt, i), b = cml_dtype_load(want, k.dt, i);
+        if (isnan(a) || isnan(b) || isinf(a) || isinf(b)) {
+            CHECK_MSG(false, "%s: dx element %lld is %g on the GPU, %g on the CPU", what, (long long)i, a, b);
+            return;
+        }
+        const double t = rstd[i / k.C] * cml_dtype_load(dy, k.dt, i) * (g ? cml_dtype_load(g, k.dt, i % k.C) : 1.0);
+        num += (a - b) * (a - b);
+        den += t * t;
+    }
+    const double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    CHECK_MSG(rel <= tol_for(k.dt), "%s: dx relative error %.3g > %.3g", what, rel, tol_for(k.dt));
+}
+
+static void run_rms(rms_case k) {
+    char what[160];
+    snprintf(what, sizeof what, "rmsnorm %s (%lld, %lld) off=%lld gamma=%d alias=%d", cml_dtype_name(k.dt),
+             (long long)k.rows, (long long)k.C, (long long)k.off, k.gamma, k.alias);
+    const size_t es = cml_dtype_size(k.dt);
+    const int64_t ne = k.rows * k.C, nb = ne + k.off, o = k.off * (int64_t)es;
+    const size_t bytes = (size_t)nb * es, cbytes = (size_t)k.C * es, rbytes = sizeof(float) * (size_t)(k.rows ? k.rows : 1);
+    unsigned char *hx = malloc(bytes), *hdy = malloc(bytes), *want = malloc(bytes), *got = malloc(bytes),
+                  *again = malloc(bytes);
+    unsigned char *hg = malloc(cbytes), *wg = malloc(cbytes), *gg = malloc(cbytes), *gg2 = malloc(cbytes);
+    float *hr = malloc(rbytes), *gr = malloc(rbytes);
+    void *dx = dev_alloc(bytes), *ddy = dev_alloc(bytes), *dout = dev_alloc(bytes), *dg = dev_alloc(cbytes),
+         *dgo = dev_alloc(cbytes), *dr = dev_alloc(rbytes);
+    bool ok = hx && hdy && want && got && again && hg && wg && gg && gg2 && hr && gr && dx && ddy && dout && dg &&
+              dgo && dr;
+    CHECK(ok);
+    if (ok) {
+        random_fill(hx, k.dt, nb, -1.5f, 2.0f);
+        random_fill(hdy, k.dt, nb, -1.0f, 1.0f);
+        random_fill(hg, k.dt, k.C, 0.5f, 1.5f);
+        const void *cg = k.gamma ? hg : NULL, *ggam = k.gamma ? dg : NULL;
+        upload(dx, hx, bytes);
+        upload(dg, hg, cbytes);
+        /* forward: y and rstd, poisoned, twice */
+        memset(want, 0xFF, bytes);
+        CHECK_OK(cml_rmsnorm_fwd(cctx, want + o, hr, hx + o, cg, k.rows, k.C, 1e-5f, k.dt));
+        poison(dr, rbytes);
+        GPU_TWICE(what, dout, bytes, got, cml_rmsnorm_fwd(gctx, (char *)dout + o, dr, (char *)dx + o, ggam, k.rows, k.C, 1e-5f, k.dt));
+        compare_tol(what, got + o, want + o, k.dt, ne, tol_for(k.dt), false);
+        download(gr, dr, rbytes);
+        compare_tol(what, gr, hr, CML_F32, k.rows, 1e-5, false);
+        /* and without rstd: the same y */
+        poison(dout, bytes);
+        CHECK_OK(cml_rmsnorm_fwd(gctx, (char *)dout + o, NULL, (char *)dx + o, ggam, k.rows, k.C, 1e-5f, k.dt));
+        download(again, dout, bytes);
+        CHECK_MSG(memcmp(again + o, got + o, (size_t)ne * es) == 0, "%s: y without rstd differs", what);
+        /* backward from the CPU's rstd */
+        upload(dr, hr, rbytes);
+        memset(want, 0xFF, bytes);
+        CHECK_OK(cml_rmsnorm_bwd(cctx, want + o, wg, hdy + o, hx + o, cg, hr, k.rows, k.C, k.dt));
+        char bwhat[180];
+        snprintf(bwhat, sizeof bwhat, "%s bwd", what);
+        void *dxo = k.alias ? ddy : dout;
+        for (int rep = 0; rep < 2; rep++) { /* poisoned outputs, twice, bitwise identical */
+            upload(ddy, hdy, bytes);
+            if (!k.alias) poison(dout, bytes);
+            poison(dgo, cbytes);
+            CHECK_OK(cml_rmsnorm_bwd(gctx, (char *)dxo + o, dgo, (char *)ddy + o, (char *)dx + o, ggam, dr, k.rows,
+                                     k.C, k.dt));
+            download(rep == 0 ? got : again, dxo, bytes);
+            download(rep == 0 ? gg : gg2, dgo, cbytes);
+        }
+        CHECK_MSG(memcmp(got + o, again + o, (size_t)ne * es) == 0, "%s: a repeat run's dx differs", bwhat);
+        CHECK_MSG(memcmp(gg, gg2, cbytes) == 0, "%s: a repeat run's dgamma differs", bwhat);
+        compare_dx(bwhat, got + o, want + o, hdy + o, cg, hr, k);
+        compare_tol(bwhat, gg, wg, k.dt, k.C, tol_for(k.dt), false);
+        /* without dgamma: the same dx */
+        upload(ddy, hdy, bytes);
+        if (!k.alias) poison(dout, bytes);
+        CHECK_OK(cml_rmsnorm_bwd(gctx, (char *)dxo + o, NULL, (char *)ddy + o, (char *)dx + o, ggam, dr, k.rows, k.C, k.dt));
+        download(again, dxo, bytes);
+        CHECK_MSG(memcmp(got + o, again + o, (size_t)ne * es) == 0, "%s: dx without dgamma differs", bwhat);
+    }
+    free(hx), free(hdy), free(want), free(got), free(again), free(hg), free(wg), free(gg), free(gg2), free(hr), free(gr);
+    dev_free(dx, bytes), dev_free(ddy, bytes), dev_free(dout, bytes), dev_free(dg, cbytes), dev_free(dgo, cbytes);
+    dev_free(dr, rbytes);
+}
+
+static void test_shapes(void) {
+    for (int s = 0; s < N_ROW_SHAPES; s++)
+        for (int d = 0; d < n_test_dtypes(); d++)
+            run_rms((rms_case){TEST_DTYPES[d], ROW_SHAPES[s][0], ROW_SHAPES[s][1], 0, true, false});
+    static const int64_t cols[] = {1, 7, 1025, 32768};
+    for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++)
+        for (int d = 0; d < n_test_dtypes(); d++)
+            run_rms((rms_case){TEST_DTYPES[d], cols[c] >= 32768 ? 5 : 37, cols[c], 0, true, false});
+}
+
+static void test_no_gamma(void) {
+    for (int d = 0; d < 2; d++) {
+        run_rms((rms_case){TEST_DTYPES[d], 7, 127, 0, false, false});
+        run_rms((rms_case){TEST_DTYPES[d], 64, 1024, 0, false, false});
+        run_rms((rms_case){TEST_DTYPES[d], 3, 20000, 0, false, false});
+        run_rms((rms_case){TEST_DTYPES[d], 3, 20000, 1, false, false});
+    }
+}
+
+static void test_edges(void) {
+    static const int64_t shapes[][2] = {{33, 8192}, {5, 8193}, {9, 16384}, {5, 16385}, {300, 64},
+                                        {17, 4096}, {3, 32768}, {3, 65536}, {1000, 3}, {3, 32769}};
+    for (int d = 0; d < 2; d++) {
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            run_rms((rms_case){TEST_DTYPES[d], shapes[s][0], shapes[s][1], 0, true, false});
+        run_rms((rms_case){TEST_DTYPES[d], 9, 4096, 1, true, false});  /* one element off alignment */
+        run_rms((rms_case){TEST_DTYPES[d], 5, 9000, 1, true, false});  /* unaligned, long: two passes */
+        run_rms((rms_case){TEST_DTYPES[d], 64, 1024, 0, true, true});  /* dx over dy, registers */
+        run_rms((rms_case){TEST_DTYPES[d], 3, 20000, 0, true, true});  /* dx over dy, one pass */
+        run_rms((rms_case){TEST_DTYPES[d], 3, 20000, 1, true, true});  /* dx over dy, two passes */
+        if (!under_sanitizer()) {
+            run_rms((rms_case){TEST_DTYPES[d], 60, 262144, 0, true, false});
+            run_rms((rms_case){TEST_DTYPES[d], 60, 262143, 1, true, false}); /* several L2 batches */
+        }
+    }
+}
+
+/* rows == 0: dgamma is a sum over no rows, so it is overwritten with zeros. */
+static void test_no_rows(void) {
+    void *dg = dev_alloc(64), *p = dev_alloc(64);
+    poison(dg, 64);
+    CHECK_OK(cml_rmsnorm_bwd(gctx, p, dg, p, p, p, (const float *)p, 0, 16, CML_F32));
+    CHECK_OK(cml_rmsnorm_fwd(gctx, p, (float *)p, p, p, 0, 16, 1e-5f, CML_F32));
+    float hg[16];
+    download(hg, dg, 64);
+    for (int i = 0; i < 16; i++) CHECK(hg[i] == 0.0f);
+    dev_free(dg, 64), dev_free(p, 64);
+}
+
+/* fp8 storage has no CUDA RMSNorm: a clear error, not a wrong result. */
+static void test_unsupported_dtype(void) {
+    void *p = dev_alloc(64);
+    CHECK_STATUS(cml_rmsnorm_fwd(gctx, p, NULL, p, NULL, 2, 8, 1e-5f, CML_F8E4M3), CML_ERR_UNSUPPORTED,
+                 "cml_rmsnorm_fwd: dtype=f8e4m3 is not supported on CUDA");
+    dev_free(p, 64);
+}
+
+int main(void) {
+    int rc = gpu_test_init(97531);
+    if (rc) return rc;
+    RUN(test_shapes);
+    RUN(test_no_gamma);
+    RUN(test_edges);
+    RUN(test_no_rows);
+    RUN(test_unsupported_dtype);
+    return th_finish();
+}
