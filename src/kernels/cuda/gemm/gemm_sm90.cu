@@ -79,17 +79,41 @@ static cml_status operand_map(CUtensorMap *map, const void *p, int kind, int64_t
 
 /* ---- launch ----------------------------------------------------------------------------- */
 
+/* Raises the kernel's dynamic shared-memory limit, once per device. */
+template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER>
+static cml_status allow_smem(int dev) {
+    static bool done[CML__MAX_CUDA_DEVICES];
+    if (done[dev]) return CML_OK;
+    CML_CUDA_TRY(fn, cudaFuncSetAttribute(gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          (int)cml__sm90_smem<BN, STAGES>::total));
+    done[dev] = true;
+    return CML_OK;
+}
+
+/* A launch of `clusters` clusters of `cluster` CTAs on ctx's stream (attr holds the cluster shape). */
+static cudaLaunchConfig_t cluster_launch(cml_ctx *ctx, cudaLaunchAttribute *attr, long long clusters, int cluster,
+                                         size_t smem) {
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = dim3((unsigned)(clusters * cluster));
+    cfg.blockDim = dim3(CML_SM90_THREADS);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = cml__stream(ctx);
+    attr->id = cudaLaunchAttributeClusterDimension;
+    attr->val.clusterDim.x = (unsigned)cluster;
+    attr->val.clusterDim.y = 1;
+    attr->val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cfg;
+}
+
 template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER>
 static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, const void *A, const void *B,
                               const void *C) {
-    typedef cml__sm90_smem<BN, STAGES> smem_t;
-    static bool attribute_set[CML__MAX_CUDA_DEVICES];
-    int dev = ctx->device.index;
-    if (!attribute_set[dev]) {
-        CML_CUDA_TRY(fn, cudaFuncSetAttribute(gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER>,
-                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_t::total));
-        attribute_set[dev] = true;
-    }
+    const int dev = ctx->device.index;
+    CML_TRY((allow_smem<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER>(dev)));
     /* stored shapes: A is M x K (op N) or K x M (op T); B is N x K (op T) or K x N (op N).
      * With a cluster, each CTA loads 1/CLUSTER of a K-major B tile's rows. */
     CUtensorMap map_a, map_b;
@@ -115,19 +139,8 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
     long long clusters = work < sms / CLUSTER ? work : sms / CLUSTER;
     cml__gemm_epi epi = cml__gemm_epi_make(d, D, C);
 
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = dim3((unsigned)(clusters * CLUSTER));
-    cfg.blockDim = dim3(CML_SM90_THREADS);
-    cfg.dynamicSmemBytes = smem_t::total;
-    cfg.stream = cml__stream(ctx);
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = CLUSTER;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cudaLaunchAttribute attr;
+    cudaLaunchConfig_t cfg = cluster_launch(ctx, &attr, clusters, CLUSTER, cml__sm90_smem<BN, STAGES>::total);
     cudaError_t e = cudaLaunchKernelEx(&cfg, gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER>, map_a,
                                        map_b, epi, p);
     if (e != cudaSuccess)
@@ -216,14 +229,8 @@ template <int KIND, int TRANS_A, int TRANS_B>
 static cml_status sm90_grouped_launch(cml_ctx *ctx, const cml_gemm_desc *descs, int64_t count, void *const *D,
                                       const void *const *A, const void *const *B, const void *const *C) {
     const int BN = 256, STAGES = 4, CLUSTER = 2;
-    typedef cml__sm90_smem<BN, STAGES> smem_t;
-    static bool attribute_set[CML__MAX_CUDA_DEVICES];
-    int dev = ctx->device.index;
-    if (!attribute_set[dev]) {
-        CML_CUDA_TRY(fn, cudaFuncSetAttribute(gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER>,
-                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_t::total));
-        attribute_set[dev] = true;
-    }
+    const int dev = ctx->device.index;
+    CML_TRY((allow_smem<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER>(dev)));
     size_t bytes = sizeof(cml__sm90_group) * (size_t)count;
     cml__sm90_group *host = (cml__sm90_group *)calloc((size_t)count, sizeof(cml__sm90_group));
     if (!host) return cml__error(CML_ERR_OOM, "cml_gemm_grouped: cannot allocate %zu bytes of host memory", bytes);
@@ -262,19 +269,8 @@ static cml_status sm90_grouped_launch(cml_ctx *ctx, const cml_gemm_desc *descs, 
     long long clusters = tile_end < sms / CLUSTER ? tile_end : sms / CLUSTER;
     CUtensorMap unused;
     memset(&unused, 0, sizeof unused);
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = dim3((unsigned)(clusters * CLUSTER));
-    cfg.blockDim = dim3(CML_SM90_THREADS);
-    cfg.dynamicSmemBytes = smem_t::total;
-    cfg.stream = cml__stream(ctx);
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = CLUSTER;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cudaLaunchAttribute attr;
+    cudaLaunchConfig_t cfg = cluster_launch(ctx, &attr, clusters, CLUSTER, cml__sm90_smem<BN, STAGES>::total);
     cml__gemm_epi no_epi;
     memset(&no_epi, 0, sizeof no_epi);
     cudaError_t e = cudaLaunchKernelEx(&cfg, gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER>, unused,
