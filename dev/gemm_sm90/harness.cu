@@ -28,18 +28,20 @@ static void make_map(CUtensorMap *m, void *p, uint64_t inner, uint64_t rows, uin
     if (r != CUDA_SUCCESS) { printf("encode failed %d\n", (int)r); exit(1); }
 }
 
-template <int BN, int STAGES, int TA, int TB, int CL>
+template <int BN, int STAGES, int TA, int TB, int CL, int PP>
 static void launch1(const CUtensorMap &ma, const CUtensorMap &mb, const cml__gemm_epi &epi, int M, int N, int K,
                     int sms, int group_m) {
-    typedef cml__sm90_smem<BN, STAGES> smem_t;
+    const int BM = PP ? 64 : CML_SM90_BM;
+    typedef cml__sm90_smem<BN, STAGES, PP ? 64 : CML_SM90_BM> smem_t;
     static bool set;
     if (!set) {
-        CK(cudaFuncSetAttribute(gemm_sm90_kernel<BN, STAGES, CML_SM90_BF16, TA, TB, CL>,
+        CK(cudaFuncSetAttribute(gemm_sm90_kernel<BN, STAGES, CML_SM90_BF16, TA, TB, CL, PP>,
                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_t::total));
         set = true;
     }
     cml__sm90_problem p;
-    p.tiles_m = (M + 127) / 128;
+    memset(&p, 0, sizeof p);
+    p.tiles_m = (M + BM - 1) / BM;
     p.cluster_rows = (p.tiles_m + CL - 1) / CL;
     p.tiles_n = (N + BN - 1) / BN;
     p.batch = 1;
@@ -61,14 +63,21 @@ static void launch1(const CUtensorMap &ma, const CUtensorMap &mb, const cml__gem
     attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    CK(cudaLaunchKernelEx(&cfg, gemm_sm90_kernel<BN, STAGES, CML_SM90_BF16, TA, TB, CL>, ma, mb, epi, p));
+    CK(cudaLaunchKernelEx(&cfg, gemm_sm90_kernel<BN, STAGES, CML_SM90_BF16, TA, TB, CL, PP>, ma, mb, epi, p));
 }
 
+/* cluster 1 or 2; pp: the ping-pong mode (64-row tiles, consumers on alternate tiles, 5 stages) */
 template <int BN, int STAGES, int TA, int TB>
 static void launch(const CUtensorMap &ma, const CUtensorMap &mb, const cml__gemm_epi &epi, int M, int N, int K,
-                   int sms, int group_m, int cluster) {
-    if (cluster == 2) launch1<BN, STAGES, TA, TB, 2>(ma, mb, epi, M, N, K, sms, group_m);
-    else launch1<BN, STAGES, TA, TB, 1>(ma, mb, epi, M, N, K, sms, group_m);
+                   int sms, int group_m, int cluster, int pp) {
+    if (pp) {
+        if (cluster == 2) launch1<256, 5, TA, TB, 2, 1>(ma, mb, epi, M, N, K, sms, group_m);
+        else launch1<256, 5, TA, TB, 1, 1>(ma, mb, epi, M, N, K, sms, group_m);
+    } else if (cluster == 2) {
+        launch1<BN, STAGES, TA, TB, 2, 0>(ma, mb, epi, M, N, K, sms, group_m);
+    } else {
+        launch1<BN, STAGES, TA, TB, 1, 0>(ma, mb, epi, M, N, K, sms, group_m);
+    }
 }
 
 static float bf2f(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
@@ -77,13 +86,15 @@ static uint16_t f2bf(float f) { uint32_t u; memcpy(&u, &f, 4); u += 0x7FFF + ((u
 static int cmp_float(const void *a, const void *b) { float x = *(const float *)a, y = *(const float *)b; return x < y ? -1 : x > y; }
 
 int main(int argc, char **argv) {
-    if (argc < 4) { printf("usage: harness M N K [opa] [opb] [reps] [bn] [group_m] [cluster] [nostore]\n"); return 2; }
+    if (argc < 4) { printf("usage: harness M N K [opa] [opb] [reps] [bn] [group_m] [cluster] [nostore|store] [pp]\n"); return 2; }
     int M = atoi(argv[1]), N = atoi(argv[2]), K = atoi(argv[3]);
     int ta = argc > 4 && argv[4][0] == 'T', tb_op_t = !(argc > 5 && argv[5][0] == 'N'); /* default op_b = T */
     int reps = argc > 6 ? atoi(argv[6]) : 20;
     int bn = argc > 7 ? atoi(argv[7]) : 256;
     int group_m = argc > 8 ? atoi(argv[8]) : 16;
     int cluster = argc > 9 ? atoi(argv[9]) : 2;
+    int pp = argc > 11 && strcmp(argv[11], "pp") == 0;
+    if (pp) bn = 256;
     int TB = !tb_op_t; /* N-major B when op_b = N */
     int sms; CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     /* stored shapes: A M x K (op N) or K x M; B N x K (op T) or K x N */
@@ -103,7 +114,7 @@ int main(int argc, char **argv) {
 
     CUtensorMap ma, mb;
     if (ta) make_map(&ma, da, M, K, (uint64_t)lda * 2, 64, 64);
-    else make_map(&ma, da, K, M, (uint64_t)lda * 2, 64, 128);
+    else make_map(&ma, da, K, M, (uint64_t)lda * 2, 64, pp ? 64 : 128);
     if (TB) make_map(&mb, db, N, K, (uint64_t)ldb * 2, 64, 64);
     else make_map(&mb, db, K, N, (uint64_t)ldb * 2, 64, bn / cluster);
 
@@ -122,13 +133,13 @@ int main(int argc, char **argv) {
     if (nostore) epi.M = 0;
     auto run_ours = [&]() {
 #ifdef HARNESS_ONLY_NT
-#define L(BN, ST) launch<BN, ST, 0, 0>(ma, mb, epi, M, N, K, sms, group_m, cluster);
+#define L(BN, ST) launch<BN, ST, 0, 0>(ma, mb, epi, M, N, K, sms, group_m, cluster, pp);
 #else
 #define L(BN, ST) \
-        if (!ta && !TB) launch<BN, ST, 0, 0>(ma, mb, epi, M, N, K, sms, group_m, cluster); \
-        else if (!ta && TB) launch<BN, ST, 0, 1>(ma, mb, epi, M, N, K, sms, group_m, cluster); \
-        else if (ta && !TB) launch<BN, ST, 1, 0>(ma, mb, epi, M, N, K, sms, group_m, cluster); \
-        else launch<BN, ST, 1, 1>(ma, mb, epi, M, N, K, sms, group_m, cluster);
+        if (!ta && !TB) launch<BN, ST, 0, 0>(ma, mb, epi, M, N, K, sms, group_m, cluster, pp); \
+        else if (!ta && TB) launch<BN, ST, 0, 1>(ma, mb, epi, M, N, K, sms, group_m, cluster, pp); \
+        else if (ta && !TB) launch<BN, ST, 1, 0>(ma, mb, epi, M, N, K, sms, group_m, cluster, pp); \
+        else launch<BN, ST, 1, 1>(ma, mb, epi, M, N, K, sms, group_m, cluster, pp);
 #endif
 #ifndef HARNESS_ONLY_256
         if (bn == 128) { L(128, 6) } else
@@ -182,9 +193,9 @@ int main(int argc, char **argv) {
     CK(cudaGetLastError());
     qsort(t_ours, reps, 4, cmp_float); qsort(t_ref, reps, 4, cmp_float);
     double flop = 2.0 * M * N * K, mo = t_ours[reps / 2], mr = t_ref[reps / 2];
-    printf("%5d x %5d x %5d op %c%c bn=%d g=%d c=%d | ours %.3f ms %6.1f TF | cublas %.3f ms %6.1f TF | ratio %.3f | "
+    printf("%5d x %5d x %5d op %c%c bn=%d g=%d c=%d%s | ours %.3f ms %6.1f TF | cublas %.3f ms %6.1f TF | ratio %.3f | "
            "rel.diff %.2e nan %zu sample-err %.2e\n",
-           M, N, K, ta ? 'T' : 'N', tb_op_t ? 'T' : 'N', bn, group_m, cluster, mo, flop / mo / 1e9, mr, flop / mr / 1e9, mr / mo,
+           M, N, K, ta ? 'T' : 'N', tb_op_t ? 'T' : 'N', bn, group_m, cluster, pp ? " pp" : "", mo, flop / mo / 1e9, mr, flop / mr / 1e9, mr / mo,
            sqrt(num / den), bad, maxerr);
     if (nostore) return 0;
     return (bad || sqrt(num / den) > 1e-2) ? 1 : 0;

@@ -72,10 +72,10 @@ struct cml__sm90_kind {
 
 /* Dynamic shared memory a configuration needs: 1024 bytes of alignment slack, the stages,
  * the two consumers' epilogue buffers, then the barriers. */
-template <int BN, int STAGES>
+template <int BN, int STAGES, int BM = CML_SM90_BM>
 struct cml__sm90_smem {
     enum {
-        a_bytes = CML_SM90_BM * CML_SM90_ROW_BYTES,
+        a_bytes = BM * CML_SM90_ROW_BYTES,
         b_bytes = BN * CML_SM90_ROW_BYTES,
         epi_bytes = 64 * CML_SM90_EPI_STRIDE * 4,
         total = 1024 + STAGES * (a_bytes + b_bytes) + 2 * epi_bytes + 2 * STAGES * 8
@@ -205,12 +205,17 @@ static __device__ __forceinline__ void cml__sm90_locate(const cml__sm90_problem 
     *k_blocks = q->k_blocks;
 }
 
-template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER>
+/* PINGPONG = 0 (cooperative): both consumers share each 128-row tile, 64 rows each.
+ * PINGPONG = 1: tiles of 64 rows; the consumers take alternate tiles, so that one's
+ * epilogue overlaps the other's main loop (the stages of a tile belong to one consumer).
+ * The ping-pong mode is instantiated only by dev/gemm_sm90/harness.cu until it is measured. */
+template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PINGPONG = 0>
 static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ cml__gemm_epi epi, const __grid_constant__ cml__sm90_problem prob) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    typedef cml__sm90_smem<BN, STAGES> smem_t;
+    const int BM = PINGPONG ? 64 : CML_SM90_BM; /* rows of a tile */
+    typedef cml__sm90_smem<BN, STAGES, PINGPONG ? 64 : CML_SM90_BM> smem_t;
     const int elems_per_row = CML_SM90_ROW_BYTES / cml__sm90_kind<KIND>::bytes; /* K elements per stage */
     extern __shared__ uint8_t cml__sm90_smem_raw[];
     uint8_t *smem = (uint8_t *)(((uintptr_t)cml__sm90_smem_raw + 1023) & ~(uintptr_t)1023);
@@ -227,7 +232,8 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
             cml__mbar_init(&full[s], 1);
-            cml__mbar_init(&empty[s], 2 * CLUSTER); /* one arrival per consumer warpgroup of the cluster */
+            /* one arrival per consumer warpgroup that reads the stage, in every CTA of the cluster */
+            cml__mbar_init(&empty[s], (PINGPONG ? 1 : 2) * CLUSTER);
         }
         cml__mbar_init_fence();
     }
@@ -251,7 +257,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                 cml__sm90_locate(&prob, tile, &g, &tm, &tn, &b, &k_blocks);
                 const CUtensorMap *ma = prob.n_groups ? &prob.groups[g].map_a : &map_a;
                 const CUtensorMap *mb = prob.n_groups ? &prob.groups[g].map_b : &map_b;
-                const int m0 = (tm * CLUSTER + rank) * CML_SM90_BM, n0 = tn * BN;
+                const int m0 = (tm * CLUSTER + rank) * BM, n0 = tn * BN;
                 const int ba = prob.a_batch_fixed ? 0 : b, bb = prob.b_batch_fixed ? 0 : b;
                 for (int kb = 0; kb < k_blocks; kb++, it++) {
                     const int s = it % STAGES, round = it / STAGES;
@@ -260,7 +266,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                     const int k0 = kb * elems_per_row;
                     uint8_t *sa = stage_a + s * smem_t::a_bytes, *sb = stage_b + s * smem_t::b_bytes;
                     if (TRANS_A) { /* A stored K x M: 64-column blocks of elems_per_row K rows */
-                        for (int j = 0; j < CML_SM90_BM / 64; j++)
+                        for (int j = 0; j < BM / 64; j++)
                             cml__tma_load_3d(sa + j * elems_per_row * CML_SM90_ROW_BYTES, ma, &full[s],
                                              m0 + 64 * j, k0, ba);
                     } else {
@@ -290,17 +296,22 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
         const bool leader = (threadIdx.x % 128) == 0;
         const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
         float acc[BN / 2];
-        int it = 0, g = 0;
-        for (int tile = first; tile < total; tile += step) {
+        int it = 0, g = 0, mine = 0;
+        for (int tile = first; tile < total; tile += step, mine++) {
             int tm, tn, b, k_blocks;
             cml__sm90_locate(&prob, tile, &g, &tm, &tn, &b, &k_blocks);
+            if (PINGPONG && (mine & 1) != consumer) { /* the other consumer's tile: skip its stages */
+                it += k_blocks;
+                continue;
+            }
             const cml__gemm_epi *ep = prob.n_groups ? &prob.groups[g].epi : &epi;
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) acc[i] = 0.0f;
             for (int kb = 0; kb < k_blocks; kb++, it++) {
                 const int s = it % STAGES;
                 cml__mbar_wait(&full[s], (it / STAGES) & 1);
-                const uint32_t sa = cml__smem_addr(stage_a + s * smem_t::a_bytes) + consumer * 64 * CML_SM90_ROW_BYTES;
+                const uint32_t sa =
+                    cml__smem_addr(stage_a + s * smem_t::a_bytes) + (PINGPONG ? 0 : consumer * 64 * CML_SM90_ROW_BYTES);
                 const uint32_t sb = cml__smem_addr(stage_b + s * smem_t::b_bytes);
                 cml__wgmma_fence();
 #pragma unroll
@@ -329,7 +340,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
              * column 8q + 2 (lane % 4) + e of this consumer's 64 x BN block */
             float *stage = epi_stage + consumer * 64 * CML_SM90_EPI_STRIDE;
             const int frag_row = 16 * warp + lane / 4, frag_col = 2 * (lane % 4);
-            const long long row0 = (long long)tm * CML_SM90_BM + consumer * 64;
+            const long long row0 = (long long)tm * BM + (PINGPONG ? 0 : consumer * 64);
 #pragma unroll
             for (int blk = 0; blk < BN / CML_SM90_EPI_COLS; blk++) {
                 cml__sm90_consumer_sync(consumer); /* the previous block has been read */
