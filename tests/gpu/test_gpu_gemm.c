@@ -382,9 +382,9 @@ static void test_dbias(void) {
         }
 }
 
-static void test_grouped(void) {
-    enum { G = 5 };
-    static const int64_t sizes[G][3] = {{256, 128, 64}, {1, 7, 5}, {127, 1025, 65}, {512, 512, 512}, {64, 64, 0}};
+enum { G = 5 };
+
+static void run_grouped(const int64_t (*sizes)[3]) {
     gemm_data x[G];
     cml_gemm_desc descs[G];
     void *Ds[G];
@@ -431,6 +431,16 @@ static void test_grouped(void) {
         for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) dev_free(all[k]->storage, all[k]->bytes);
         gemm_data_free(&x[i]);
     }
+}
+
+static void test_grouped(void) {
+    /* K = 5 (lda not 16-byte aligned) and K = 0 send every problem through cml_gemm one by one */
+    static const int64_t mixed[G][3] = {{256, 128, 64}, {1, 7, 5}, {127, 1025, 65}, {512, 512, 512}, {64, 64, 0}};
+    /* every problem taken by the sm90 path (K a multiple of 8): one grouped launch on Hopper, with
+     * different k_blocks per problem, odd tile rows (cluster pairs half outside M) and N tails */
+    static const int64_t hopper[G][3] = {{256, 128, 64}, {1, 8, 8}, {127, 1025, 72}, {512, 512, 512}, {300, 700, 1000}};
+    run_grouped(mixed);
+    run_grouped(hopper);
 }
 
 /* Shapes the Hopper path takes: checked on every 16th row against float64 and everywhere against the CPU. */

@@ -30,10 +30,12 @@ extern "C" cml_status cml__attn_params_init(const char *fn, const cml_ctx *ctx, 
         return cml__error(CML_ERR_UNSUPPORTED, "%s: desc->D=%lld is not supported on CUDA (head dims up to 256 are)",
                           fn, (long long)d->D);
     CML_TRY(cml__cuda_check_float_dtype(fn, "desc->dtype", d->dtype));
-    if (d->S_q > INT_MAX || d->S_kv > INT_MAX || d->B > INT_MAX || d->H_q > INT_MAX ||
+    /* sequence lengths keep a margin: the kernels form i0 + BQ, j0 + BK, row + 8 ... in int */
+    if (d->S_q > INT_MAX - 1024 || d->S_kv > INT_MAX - 1024 || d->B > INT_MAX || d->H_q > INT_MAX ||
         d->B * d->H_q > INT_MAX)
         return cml__error(CML_ERR_UNSUPPORTED,
-                          "%s: sizes above 2^31-1 are not supported on CUDA (S_q=%lld, S_kv=%lld, B*H_q=%lld)", fn,
+                          "%s: sizes above 2^31-1 (sequences above 2^31-1025) are not supported on CUDA "
+                          "(S_q=%lld, S_kv=%lld, B*H_q=%lld)", fn,
                           (long long)d->S_q, (long long)d->S_kv, (long long)(d->B * d->H_q));
     memset(p, 0, sizeof *p);
     for (int i = 0; i < 3; i++) {

@@ -100,6 +100,14 @@ static __device__ __forceinline__ void cml__tma_prefetch_map(const CUtensorMap *
     asm volatile("prefetch.tensormap [%0];" ::"l"((uint64_t)map) : "memory");
 }
 
+/* Before the first TMA through a tensor map that lives in global memory and was written by a
+ * copy (cudaMemcpy*), the issuing thread must acquire it for the tensormap proxy, or the TMA
+ * unit may use a stale cached descriptor (CUDA programming guide, "Using TMA"); maps passed
+ * as __grid_constant__ parameters need nothing. */
+static __device__ __forceinline__ void cml__tma_map_acquire(const CUtensorMap *map) {
+    asm volatile("fence.proxy.tensormap::generic.acquire.sys [%0], 128;" ::"l"((uint64_t)map) : "memory");
+}
+
 /* ---- wgmma ------------------------------------------------------------------------------- */
 
 /* Orders this warpgroup's earlier register and shared-memory accesses before the wgmmas that follow. */

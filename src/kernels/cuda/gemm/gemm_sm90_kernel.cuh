@@ -113,6 +113,18 @@ static __device__ __forceinline__ void cml__sm90_consumer_sync(int consumer) {
     asm volatile("bar.sync %0, 128;" ::"r"(consumer + 1) : "memory");
 }
 
+/* Ping-pong order (barriers 3 and 4, both consumers: 256 threads): a consumer starts the main
+ * loop of a tile only after the other consumer's main loop of the previous tile has passed all
+ * its full[] waits. Without it a consumer that skipped the other's stages could wait on fill r
+ * of a stage before fill r - 1 completed, and try_wait.parity would take the older phase of the
+ * same parity as done (wrong data, stray empty[] arrivals). */
+static __device__ __forceinline__ void cml__sm90_order_wait(int consumer) {
+    asm volatile("bar.sync %0, 256;" ::"r"(consumer + 3) : "memory");
+}
+static __device__ __forceinline__ void cml__sm90_order_signal(int consumer) {
+    asm volatile("bar.arrive %0, 256;" ::"r"(consumer + 3) : "memory");
+}
+
 /* True when the epilogue is only D = alpha * acc in D's dtype (the common forward GEMM). */
 static __device__ __forceinline__ bool cml__sm90_plain_epilogue(const cml__gemm_epi *e) {
     return e->act == CML_EPILOGUE_NONE && e->beta == 0.0f && !e->bias && e->a_scale_mode == CML_SCALE_NONE &&
@@ -251,12 +263,17 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                 cml__tma_prefetch_map(&map_a);
                 cml__tma_prefetch_map(&map_b);
             }
-            int it = 0, g = 0;
+            int it = 0, g = 0, acquired = -1;
             for (int tile = first; tile < total; tile += step) {
                 int tm, tn, b, k_blocks;
                 cml__sm90_locate(&prob, tile, &g, &tm, &tn, &b, &k_blocks);
                 const CUtensorMap *ma = prob.n_groups ? &prob.groups[g].map_a : &map_a;
                 const CUtensorMap *mb = prob.n_groups ? &prob.groups[g].map_b : &map_b;
+                if (prob.n_groups && g != acquired) { /* maps copied into global memory by the host */
+                    cml__tma_map_acquire(ma);
+                    cml__tma_map_acquire(mb);
+                    acquired = g;
+                }
                 const int m0 = (tm * CLUSTER + rank) * BM, n0 = tn * BN;
                 const int ba = prob.a_batch_fixed ? 0 : b, bb = prob.b_batch_fixed ? 0 : b;
                 for (int kb = 0; kb < k_blocks; kb++, it++) {
@@ -305,6 +322,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                 continue;
             }
             const cml__gemm_epi *ep = prob.n_groups ? &prob.groups[g].epi : &epi;
+            if (PINGPONG && mine > 0) cml__sm90_order_wait(consumer); /* tile mine - 1's main loop is done */
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) acc[i] = 0.0f;
             for (int kb = 0; kb < k_blocks; kb++, it++) {
@@ -334,6 +352,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
             cml__wgmma_wait<0>();
             cml__wgmma_reg_fence<BN / 2>(acc);
             if (leader) cml__sm90_release(&empty[(it - 1) % STAGES], CLUSTER);
+            if (PINGPONG && tile + step < total) cml__sm90_order_signal(1 - consumer); /* the next tile's owner */
             tm = tm * CLUSTER + rank;
 
             /* accumulator fragment: register 4q + 2h + e holds row 16 * warp + lane / 4 + 8h,
