@@ -33,6 +33,25 @@ def wrapper(kind, ptype, k, trans, n):
 '''
 
 
+def wrapper_rs(kind, ptype, n):
+    """A from registers (4 x 32-bit: the m64k16 fragment), B from shared memory; 16-bit types."""
+    regs = n // 2
+    dlist = ", ".join(f"%{i}" for i in range(regs))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    a0 = regs
+    b, sc = regs + 4, regs + 5
+    return f'''template <int TRANS_B>
+static __device__ __forceinline__ void cml__wgmma_m64n{n}k16_{kind}_rs(float *d, const uint32_t *a, uint64_t desc_b,
+                                                                        int accumulate) {{
+    asm volatile(
+        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{sc}, 0;\\n"
+        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptype}.{ptype} {{{dlist}}}, {{%{a0}, %{a0 + 1}, %{a0 + 2}, %{a0 + 3}}}, %{b}, p, 1, 1, %{sc + 1};\\n}}\\n"
+        : {outs}
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), "n"(TRANS_B));
+}}
+'''
+
+
 def main():
     root = pathlib.Path(__file__).resolve().parent.parent
     out = root / "src/kernels/cuda/common/wgmma_ops.cuh"
@@ -43,6 +62,8 @@ def main():
  * both operands read from shared memory through matrix descriptors
  * (cml__wgmma_desc in hopper.cuh). accumulate = 0 overwrites D instead.
  * TRANS_A / TRANS_B (16-bit types only): 0 = K-major, 1 = M- or N-major.
+ * The _rs forms take A from registers instead (a[0..3]: the m64k16 fragment, two 16-bit
+ * values per register, the accumulator layout of a 64 x 16 block), as attention's P V does.
  * d must be indexed with compile-time constants only so that it stays in registers. */
 #ifndef CML_KERNELS_CUDA_COMMON_WGMMA_OPS_CUH
 #define CML_KERNELS_CUDA_COMMON_WGMMA_OPS_CUH
@@ -53,6 +74,10 @@ def main():
     for kind, ptype, k, trans in KINDS:
         for n in NS:
             parts.append(wrapper(kind, ptype, k, trans, n))
+            parts.append("\n")
+    for kind in ("bf16", "f16"):
+        for n in NS:
+            parts.append(wrapper_rs(kind, kind, n))
             parts.append("\n")
     parts.append("#endif\n")
     out.write_text("".join(parts))
