@@ -29,8 +29,8 @@ static void make_map(CUtensorMap *m, void *p, uint64_t inner, uint64_t rows, uin
 }
 
 template <int BN, int STAGES, int TA, int TB, int CL, int PP>
-static void launch1(const CUtensorMap &ma, const CUtensorMap &mb, const cml__gemm_epi &epi, int M, int N, int K,
-                    int sms, int group_m) {
+static void launch1(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &md, int tma,
+                    const cml__gemm_epi &epi, int M, int N, int K, int sms, int group_m) {
     const int BM = PP ? 64 : CML_SM90_BM;
     typedef cml__sm90_smem<BN, STAGES, PP ? 64 : CML_SM90_BM> smem_t;
     static bool set;
@@ -50,6 +50,7 @@ static void launch1(const CUtensorMap &ma, const CUtensorMap &mb, const cml__gem
     p.a_batch_fixed = p.b_batch_fixed = 1;
     p.groups = NULL;
     p.n_groups = 0;
+    p.tma_store = tma;
     int clusters = p.cluster_rows * p.tiles_n, max_clusters = sms / CL;
     cudaLaunchConfig_t cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -63,20 +64,20 @@ static void launch1(const CUtensorMap &ma, const CUtensorMap &mb, const cml__gem
     attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    CK(cudaLaunchKernelEx(&cfg, gemm_sm90_kernel<BN, STAGES, CML_SM90_BF16, TA, TB, CL, PP>, ma, mb, epi, p));
+    CK(cudaLaunchKernelEx(&cfg, gemm_sm90_kernel<BN, STAGES, CML_SM90_BF16, TA, TB, CL, PP>, ma, mb, md, epi, p));
 }
 
-/* cluster 1 or 2; pp: the ping-pong mode (64-row tiles, consumers on alternate tiles, 5 stages) */
+/* cluster 1 or 2; pp: the ping-pong mode (64-row tiles, consumers on alternate tiles, 4 stages) */
 template <int BN, int STAGES, int TA, int TB>
-static void launch(const CUtensorMap &ma, const CUtensorMap &mb, const cml__gemm_epi &epi, int M, int N, int K,
-                   int sms, int group_m, int cluster, int pp) {
+static void launch(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &md, int tma,
+                   const cml__gemm_epi &epi, int M, int N, int K, int sms, int group_m, int cluster, int pp) {
     if (pp) {
-        if (cluster == 2) launch1<256, 5, TA, TB, 2, 1>(ma, mb, epi, M, N, K, sms, group_m);
-        else launch1<256, 5, TA, TB, 1, 1>(ma, mb, epi, M, N, K, sms, group_m);
+        if (cluster == 2) launch1<256, 4, TA, TB, 2, 1>(ma, mb, md, tma, epi, M, N, K, sms, group_m);
+        else launch1<256, 4, TA, TB, 1, 1>(ma, mb, md, tma, epi, M, N, K, sms, group_m);
     } else if (cluster == 2) {
-        launch1<BN, STAGES, TA, TB, 2, 0>(ma, mb, epi, M, N, K, sms, group_m);
+        launch1<BN, STAGES, TA, TB, 2, 0>(ma, mb, md, tma, epi, M, N, K, sms, group_m);
     } else {
-        launch1<BN, STAGES, TA, TB, 1, 0>(ma, mb, epi, M, N, K, sms, group_m);
+        launch1<BN, STAGES, TA, TB, 1, 0>(ma, mb, md, tma, epi, M, N, K, sms, group_m);
     }
 }
 
@@ -86,7 +87,7 @@ static uint16_t f2bf(float f) { uint32_t u; memcpy(&u, &f, 4); u += 0x7FFF + ((u
 static int cmp_float(const void *a, const void *b) { float x = *(const float *)a, y = *(const float *)b; return x < y ? -1 : x > y; }
 
 int main(int argc, char **argv) {
-    if (argc < 4) { printf("usage: harness M N K [opa] [opb] [reps] [bn] [group_m] [cluster] [nostore|store] [pp]\n"); return 2; }
+    if (argc < 4) { printf("usage: harness M N K [opa] [opb] [reps] [bn] [group_m] [cluster] [nostore|store|tma] [pp]\n"); return 2; }
     int M = atoi(argv[1]), N = atoi(argv[2]), K = atoi(argv[3]);
     int ta = argc > 4 && argv[4][0] == 'T', tb_op_t = !(argc > 5 && argv[5][0] == 'N'); /* default op_b = T */
     int reps = argc > 6 ? atoi(argv[6]) : 20;
@@ -131,15 +132,19 @@ int main(int argc, char **argv) {
     /* "nostore": an epilogue whose rows are all out of range, to time the main loop alone */
     bool nostore = argc > 10 && strcmp(argv[10], "nostore") == 0;
     if (nostore) epi.M = 0;
+    /* "tma": the register epilogue with TMA stores of D */
+    int tma = argc > 10 && strcmp(argv[10], "tma") == 0;
+    CUtensorMap md;
+    make_map(&md, dd, N, M, (uint64_t)N * 2, 64, 64);
     auto run_ours = [&]() {
 #ifdef HARNESS_ONLY_NT
-#define L(BN, ST) launch<BN, ST, 0, 0>(ma, mb, epi, M, N, K, sms, group_m, cluster, pp);
+#define L(BN, ST) launch<BN, ST, 0, 0>(ma, mb, md, tma, epi, M, N, K, sms, group_m, cluster, pp);
 #else
 #define L(BN, ST) \
-        if (!ta && !TB) launch<BN, ST, 0, 0>(ma, mb, epi, M, N, K, sms, group_m, cluster, pp); \
-        else if (!ta && TB) launch<BN, ST, 0, 1>(ma, mb, epi, M, N, K, sms, group_m, cluster, pp); \
-        else if (ta && !TB) launch<BN, ST, 1, 0>(ma, mb, epi, M, N, K, sms, group_m, cluster, pp); \
-        else launch<BN, ST, 1, 1>(ma, mb, epi, M, N, K, sms, group_m, cluster, pp);
+        if (!ta && !TB) launch<BN, ST, 0, 0>(ma, mb, md, tma, epi, M, N, K, sms, group_m, cluster, pp); \
+        else if (!ta && TB) launch<BN, ST, 0, 1>(ma, mb, md, tma, epi, M, N, K, sms, group_m, cluster, pp); \
+        else if (ta && !TB) launch<BN, ST, 1, 0>(ma, mb, md, tma, epi, M, N, K, sms, group_m, cluster, pp); \
+        else launch<BN, ST, 1, 1>(ma, mb, md, tma, epi, M, N, K, sms, group_m, cluster, pp);
 #endif
 #ifndef HARNESS_ONLY_256
         if (bn == 128) { L(128, 6) } else
@@ -193,9 +198,9 @@ int main(int argc, char **argv) {
     CK(cudaGetLastError());
     qsort(t_ours, reps, 4, cmp_float); qsort(t_ref, reps, 4, cmp_float);
     double flop = 2.0 * M * N * K, mo = t_ours[reps / 2], mr = t_ref[reps / 2];
-    printf("%5d x %5d x %5d op %c%c bn=%d g=%d c=%d%s | ours %.3f ms %6.1f TF | cublas %.3f ms %6.1f TF | ratio %.3f | "
+    printf("%5d x %5d x %5d op %c%c bn=%d g=%d c=%d%s%s | ours %.3f ms %6.1f TF | cublas %.3f ms %6.1f TF | ratio %.3f | "
            "rel.diff %.2e nan %zu sample-err %.2e\n",
-           M, N, K, ta ? 'T' : 'N', tb_op_t ? 'T' : 'N', bn, group_m, cluster, pp ? " pp" : "", mo, flop / mo / 1e9, mr, flop / mr / 1e9, mr / mo,
+           M, N, K, ta ? 'T' : 'N', tb_op_t ? 'T' : 'N', bn, group_m, cluster, pp ? " pp" : "", tma ? " tma" : "", mo, flop / mo / 1e9, mr, flop / mr / 1e9, mr / mo,
            sqrt(num / den), bad, maxerr);
     if (nostore) return 0;
     return (bad || sqrt(num / den) > 1e-2) ? 1 : 0;

@@ -95,6 +95,58 @@ static __device__ __forceinline__ void cml__tma_load_3d_multicast(void *dst, con
         : "memory");
 }
 
+/* ---- TMA stores: shared -> global, tracked by bulk async-groups of the issuing thread ---- */
+
+/* Stores src (laid out as the map's box, in its swizzle) to the box at (c0, c1, c2); elements
+ * outside the tensor are not written. The threads that wrote src must have run
+ * cml__fence_proxy_async_smem and synchronized with the issuing thread first. */
+static __device__ __forceinline__ void cml__tma_store_3d(const CUtensorMap *map, const void *src, int c0, int c1,
+                                                         int c2) {
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(
+                     (uint64_t)map),
+                 "r"(cml__smem_addr(src)), "r"(c0), "r"(c1), "r"(c2)
+                 : "memory");
+}
+
+/* Closes the issuing thread's current group of bulk stores. */
+static __device__ __forceinline__ void cml__bulk_commit(void) { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+
+/* Waits until at most N of this thread's store groups still read their shared-memory source. */
+template <int N>
+static __device__ __forceinline__ void cml__bulk_wait_read(void) {
+    asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+
+/* Waits until at most N of this thread's store groups are incomplete (writes done). */
+template <int N>
+static __device__ __forceinline__ void cml__bulk_wait(void) {
+    asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+}
+
+/* Makes this thread's ordinary shared-memory writes visible to the async proxy (TMA stores). */
+static __device__ __forceinline__ void cml__fence_proxy_async_smem(void) {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+/* A 4-D bulk tensor load (see cml__tma_load_3d); attention maps (D, H, S, B) over [B, S, H, D] or [B, H, S, D]. */
+static __device__ __forceinline__ void cml__tma_load_4d(void *dst, const CUtensorMap *map, uint64_t *bar, int c0,
+                                                        int c1, int c2, int c3) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];" ::
+            "r"(cml__smem_addr(dst)),
+        "l"((uint64_t)map), "r"(cml__smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+        : "memory");
+}
+
+/* A 4-D bulk tensor store (see cml__tma_store_3d). */
+static __device__ __forceinline__ void cml__tma_store_4d(const CUtensorMap *map, const void *src, int c0, int c1,
+                                                         int c2, int c3) {
+    asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];" ::"l"(
+                     (uint64_t)map),
+                 "r"(cml__smem_addr(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                 : "memory");
+}
+
 /* Brings a __grid_constant__ tensor map into the descriptor cache ahead of its first use. */
 static __device__ __forceinline__ void cml__tma_prefetch_map(const CUtensorMap *map) {
     asm volatile("prefetch.tensormap [%0];" ::"l"((uint64_t)map) : "memory");

@@ -77,6 +77,29 @@ static cml_status operand_map(CUtensorMap *map, const void *p, int kind, int64_t
     return cml__tma_map_3d(map, p, tma_dtype(kind), dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, fn);
 }
 
+/* Whether D can take the register epilogue with TMA stores (cml__sm90_tma_epilogue): 16-bit
+ * D meeting TMA's alignment rules, and an epilogue of alpha, per-tensor scales, bias and
+ * ReLU/GELU only (beta * C, aux and per-row/column scales take the general epilogue). */
+static bool tma_store_ok(const cml_gemm_desc *d, const void *D) {
+    if (d->d_dtype != CML_BF16 && d->d_dtype != CML_F16) return false;
+    if (d->beta != 0.0f || d->a_scale_mode == CML_SCALE_VECTOR || d->b_scale_mode == CML_SCALE_VECTOR) return false;
+    if (d->epilogue != CML_EPILOGUE_NONE && d->epilogue != CML_EPILOGUE_RELU && d->epilogue != CML_EPILOGUE_GELU_TANH)
+        return false;
+    return tma_ok(D, d->ldd, d->stride_d, d->batch, 2);
+}
+
+/* The map TMA stores D through: boxes of 64 x 64 elements (M x N per batch, row stride ldd). */
+static cml_status output_map(CUtensorMap *map, const cml_gemm_desc *d, void *D) {
+    bool fixed = d->batch == 1 || d->stride_d == 0;
+    uint64_t dims[3] = {(uint64_t)d->N, (uint64_t)d->M, fixed ? 1u : (uint64_t)d->batch};
+    uint64_t row_bytes = (uint64_t)d->ldd * 2;
+    uint64_t strides[2] = {row_bytes, fixed ? row_bytes * (uint64_t)d->M : (uint64_t)d->stride_d * 2};
+    uint32_t box[3] = {CML_SM90_OUT_COLS, 64, 1};
+    return cml__tma_map_3d(map, D,
+                           d->d_dtype == CML_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                           dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, fn);
+}
+
 /* ---- launch ----------------------------------------------------------------------------- */
 
 /* Raises the kernel's dynamic shared-memory limit, once per device. */
@@ -134,6 +157,11 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
     p.b_batch_fixed = d->batch == 1 || d->stride_b == 0;
     p.groups = NULL;
     p.n_groups = 0;
+    /* batch must be 1 when D's batches are one matrix (stride_d = 0 would make them race) */
+    CUtensorMap map_d;
+    memset(&map_d, 0, sizeof map_d);
+    p.tma_store = tma_store_ok(d, D) && (d->batch == 1 || d->stride_d != 0);
+    if (p.tma_store) CML_TRY(output_map(&map_d, d, D));
     long long work = (long long)p.cluster_rows * p.tiles_n * p.batch; /* tiles of CLUSTER CTAs */
     int sms = cml__cuda_sm_count(dev);
     long long clusters = work < sms / CLUSTER ? work : sms / CLUSTER;
@@ -142,7 +170,7 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg = cluster_launch(ctx, &attr, clusters, CLUSTER, cml__sm90_smem<BN, STAGES>::total);
     cudaError_t e = cudaLaunchKernelEx(&cfg, gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER>, map_a,
-                                       map_b, epi, p);
+                                       map_b, map_d, epi, p);
     if (e != cudaSuccess)
         return cml__error(CML_ERR_CUDA,
                           "%s: launching gemm_sm90_kernel<%s, %dx%d, cluster %d> (M=%lld N=%lld K=%lld batch=%lld, "
@@ -274,7 +302,7 @@ static cml_status sm90_grouped_launch(cml_ctx *ctx, const cml_gemm_desc *descs, 
     cml__gemm_epi no_epi;
     memset(&no_epi, 0, sizeof no_epi);
     cudaError_t e = cudaLaunchKernelEx(&cfg, gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER>, unused,
-                                       unused, no_epi, p);
+                                       unused, unused, no_epi, p);
     if (e != cudaSuccess)
         return cml__error(CML_ERR_CUDA, "cml_gemm_grouped: launching gemm_sm90_kernel<%s> for %lld problems failed: %s",
                           cml_dtype_name(descs[0].a_dtype), (long long)count, cudaGetErrorString(e));

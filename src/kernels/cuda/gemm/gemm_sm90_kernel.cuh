@@ -56,6 +56,7 @@ typedef struct cml__sm90_problem {
     int b_batch_fixed;
     const cml__sm90_group *groups;
     int n_groups;
+    int tma_store; /* the register epilogue and TMA stores through map_d (cml__sm90_tma_store_ok) */
 } cml__sm90_problem;
 
 /* Bytes of one element of KIND. */
@@ -70,6 +71,11 @@ struct cml__sm90_kind {
 #define CML_SM90_EPI_COLS 32
 #define CML_SM90_EPI_STRIDE 40
 
+/* The TMA-store epilogue stages 64 x 64 blocks of 16-bit D (rows of 128 bytes, 128-byte
+ * swizzle), two per consumer, so one block is written while the other is still stored. */
+#define CML_SM90_OUT_COLS 64
+#define CML_SM90_OUT_BYTES (64 * CML_SM90_OUT_COLS * 2)
+
 /* Dynamic shared memory a configuration needs: 1024 bytes of alignment slack, the stages,
  * the two consumers' epilogue buffers, then the barriers. */
 template <int BN, int STAGES, int BM = CML_SM90_BM>
@@ -78,7 +84,9 @@ struct cml__sm90_smem {
         a_bytes = BM * CML_SM90_ROW_BYTES,
         b_bytes = BN * CML_SM90_ROW_BYTES,
         epi_bytes = 64 * CML_SM90_EPI_STRIDE * 4,
-        total = 1024 + STAGES * (a_bytes + b_bytes) + 2 * epi_bytes + 2 * STAGES * 8
+        /* both consumers' epilogue space: the general path's staging or the TMA path's blocks */
+        epi_region = 2 * epi_bytes > 4 * CML_SM90_OUT_BYTES ? 2 * epi_bytes : 4 * CML_SM90_OUT_BYTES,
+        total = 1024 + STAGES * (a_bytes + b_bytes) + epi_region + 2 * STAGES * 8
     };
 };
 
@@ -176,6 +184,81 @@ static __device__ __noinline__ void cml__sm90_store_block(const cml__gemm_epi *e
     }
 }
 
+/* Two f32 values as D's 16-bit type, packed (x in the low half): one cvt for the pair.
+ * Finite values and infinities round as the CPU does (nearest even); NaNs come out as the
+ * hardware's canonical NaN (still NaN, possibly other payload bits than the CPU's). */
+static __device__ __forceinline__ uint32_t cml__sm90_pack2(bool bf, float x, float y) {
+    uint32_t r;
+    if (bf) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(y), "f"(x));
+    else asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(y), "f"(x));
+    return r;
+}
+
+/* The register epilogue beyond alpha: for a fragment quad (rows m, m + 8; columns n, n + 1),
+ * z = s * acc + bias (cml__gemm_epi_z's order), then the activation, packed as two pairs.
+ * Not inlined: one copy serves all BN / 2 quads of a tile (code size is what matters). */
+static __device__ __noinline__ uint2 cml__sm90_finish_quad(const cml__gemm_epi *e, float s, float a0, float a1,
+                                                           float a2, float a3, long long m, long long n) {
+    float z[4] = {s * a0, s * a1, s * a2, s * a3};
+    if (e->bias) {
+        const bool per_row = e->bias_axis == CML_BIAS_PER_ROW;
+        for (int j = 0; j < 4; j++) {
+            const long long i = per_row ? m + (j >> 1) * 8 : n + (j & 1);
+            if (i < (per_row ? e->M : e->N)) z[j] += cml__gemm_ld(e->bias, e->d_dtype, i);
+        }
+    }
+    for (int j = 0; j < 4; j++) z[j] = cml__gemm_epi_act(e->act, z[j], 0.0f);
+    const bool bf = e->d_dtype == CML_BF16;
+    return make_uint2(cml__sm90_pack2(bf, z[0], z[1]), cml__sm90_pack2(bf, z[2], z[3]));
+}
+
+/* Stores this consumer's finished 64 x BN block of D (rows row0.., columns col0..) from the
+ * accumulators: per 64 columns, the values go (in D's dtype) into one of two shared-memory
+ * blocks in the 128-byte swizzle, and one thread hands the block to a TMA store, which runs
+ * on while the next block is written and the next tile's main loop runs. Rows and columns
+ * outside D are dropped by TMA. The host takes this path only for z = alpha * sa * sb * acc
+ * (+ bias) with ReLU/GELU or none, and 16-bit D (cml__sm90_tma_store_ok). */
+template <int BN>
+static __device__ __forceinline__ void cml__sm90_tma_epilogue(const cml__gemm_epi *e, const CUtensorMap *map_d,
+                                                              const float *acc, uint8_t *blocks, int consumer,
+                                                              bool leader, int warp, int lane, int row0, int col0,
+                                                              int batch) {
+    float s = e->alpha;
+    if (e->a_scale_mode == CML_SCALE_TENSOR) s *= e->a_scale[0];
+    if (e->b_scale_mode == CML_SCALE_TENSOR) s *= e->b_scale[0];
+    const bool bf = e->d_dtype == CML_BF16, scale_only = !e->bias && e->act == CML_EPILOGUE_NONE;
+    const int frag_row = 16 * warp + lane / 4;
+    const uint32_t swz = (uint32_t)(frag_row & 7), within = 4u * (uint32_t)(lane % 4);
+#pragma unroll
+    for (int c = 0; c < BN / CML_SM90_OUT_COLS; c++) {
+        uint8_t *block = blocks + (c & 1) * CML_SM90_OUT_BYTES;
+        if (leader) cml__bulk_wait_read<1>(); /* the store that last read this block is done reading */
+        cml__sm90_consumer_sync(consumer);
+#pragma unroll
+        for (int q = 0; q < CML_SM90_OUT_COLS / 8; q++) {
+            const int r = 4 * (c * (CML_SM90_OUT_COLS / 8) + q);
+            uint2 h;
+            if (scale_only) {
+                h = make_uint2(cml__sm90_pack2(bf, s * acc[r], s * acc[r + 1]),
+                               cml__sm90_pack2(bf, s * acc[r + 2], s * acc[r + 3]));
+            } else {
+                h = cml__sm90_finish_quad(e, s, acc[r], acc[r + 1], acc[r + 2], acc[r + 3], (long long)row0 + frag_row,
+                                          (long long)col0 + c * CML_SM90_OUT_COLS + 8 * q + 2 * (lane % 4));
+            }
+            /* 16-byte chunk q of the row, XOR the row's index within its 8-row atom */
+            const uint32_t off = ((q ^ swz) << 4) + within;
+            *(uint32_t *)(block + frag_row * 128 + off) = h.x;
+            *(uint32_t *)(block + (frag_row + 8) * 128 + off) = h.y;
+        }
+        cml__fence_proxy_async_smem();
+        cml__sm90_consumer_sync(consumer);
+        if (leader) {
+            cml__tma_store_3d(map_d, block, col0 + c * CML_SM90_OUT_COLS, row0, batch);
+            cml__bulk_commit();
+        }
+    }
+}
+
 /* Frees a stage: one arrival on its empty barrier in every CTA of the cluster. */
 static __device__ __forceinline__ void cml__sm90_release(uint64_t *empty, int cluster) {
     if (cluster == 1) {
@@ -224,7 +307,8 @@ static __device__ __forceinline__ void cml__sm90_locate(const cml__sm90_problem 
 template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PINGPONG = 0>
 static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                     const __grid_constant__ cml__gemm_epi epi, const __grid_constant__ cml__sm90_problem prob) {
+                     const __grid_constant__ CUtensorMap map_d, const __grid_constant__ cml__gemm_epi epi,
+                     const __grid_constant__ cml__sm90_problem prob) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     const int BM = PINGPONG ? 64 : CML_SM90_BM; /* rows of a tile */
     typedef cml__sm90_smem<BN, STAGES, PINGPONG ? 64 : CML_SM90_BM> smem_t;
@@ -234,7 +318,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
     uint8_t *stage_a = smem;
     uint8_t *stage_b = smem + STAGES * smem_t::a_bytes;
     float *epi_stage = (float *)(stage_b + STAGES * smem_t::b_bytes);
-    uint64_t *full = (uint64_t *)((uint8_t *)epi_stage + 2 * smem_t::epi_bytes);
+    uint64_t *full = (uint64_t *)((uint8_t *)epi_stage + smem_t::epi_region);
     uint64_t *empty = full + STAGES;
     /* With CLUSTER = 2, the two CTAs of a cluster take vertically adjacent tiles that share
      * their B tile: each loads half of it and multicasts it to both, so a stage may be
@@ -354,6 +438,12 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
             if (leader) cml__sm90_release(&empty[(it - 1) % STAGES], CLUSTER);
             if (PINGPONG && tile + step < total) cml__sm90_order_signal(1 - consumer); /* the next tile's owner */
             tm = tm * CLUSTER + rank;
+            if (prob.tma_store) {
+                cml__sm90_tma_epilogue<BN>(ep, &map_d, acc,
+                                           (uint8_t *)epi_stage + consumer * 2 * CML_SM90_OUT_BYTES, consumer,
+                                           leader, warp, lane, tm * BM + (PINGPONG ? 0 : consumer * 64), tn * BN, b);
+                continue;
+            }
 
             /* accumulator fragment: register 4q + 2h + e holds row 16 * warp + lane / 4 + 8h,
              * column 8q + 2 (lane % 4) + e of this consumer's 64 x BN block */
@@ -375,6 +465,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                                       threadIdx.x % 128);
             }
         }
+        if (prob.tma_store && leader) cml__bulk_wait<0>(); /* the stores' reads of shared memory are done */
     }
     /* no CTA leaves while its peer may still multicast into it or arrive on its barriers */
     if (CLUSTER > 1) cml__cluster_sync();
