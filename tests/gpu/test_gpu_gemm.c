@@ -12,7 +12,8 @@
  * saved by one GEMM and read back by the GELU-backward epilogue of the next;
  * dbias; grouped GEMM; and large shapes that the Hopper path takes (bf16
  * 1024^3, 4096 x 4096 x 512 with op_b N and T, 1025^3), checked against the
- * float64 reference on every 16th row and against the CPU path everywhere.
+ * float64 reference on every 16th row and against the CPU path everywhere; and
+ * shapes where that path splits K (few tiles, long K).
  *
  * Before every run the outputs are poisoned (0xFF: NaN), afterwards every
  * element outside the output matrices (padding, batch gaps, the elements
@@ -475,6 +476,46 @@ static void test_large(void) {
     run_case(&g, 32);
 }
 
+/* Shapes with too few tiles to fill the GPU, where the Hopper path splits K and adds the f32
+ * partials in a second kernel; every epilogue the second kernel applies (bias, GELU with the
+ * saved pre-activation, beta * C, scales, dbias beside it). Fails if the sm90 path is there
+ * but split none of them. */
+static void test_split_k(void) {
+    int split = 0;
+    for (int c = 0; c < 5; c++) {
+        if (under_sanitizer() && c == 0) continue;
+        gemm_case g;
+        if (c == 0) { /* a GPT-2 weight gradient: dW = dY^T X with dbias */
+            g = gemm_case_make(CML_OP_T, CML_OP_N, 768, 768, 8192, 1);
+            g.dbias = true;
+        } else if (c == 1) {
+            g = gemm_case_make(CML_OP_N, CML_OP_T, 200, 136, 4095, 1);
+            g.bias = true;
+            g.epilogue = CML_EPILOGUE_GELU_TANH;
+        } else if (c == 2) {
+            g = gemm_case_make(CML_OP_T, CML_OP_N, 7, 9, 3000, 3);
+            g.bias = true;
+            g.bias_axis = CML_BIAS_PER_ROW;
+            g.beta = 0.5f;
+            g.c_dtype = CML_F32;
+        } else if (c == 3) {
+            g = gemm_case_make(CML_OP_N, CML_OP_N, 64, 96, 1000, 2);
+            g.epilogue = CML_EPILOGUE_GELU_TANH_AUX;
+        } else {
+            g = gemm_case_make(CML_OP_N, CML_OP_T, 128, 128, 2048, 1);
+            g.a_dtype = g.b_dtype = CML_F8E4M3;
+            g.a_scale_mode = g.b_scale_mode = CML_SCALE_TENSOR;
+        }
+        if (c < 4) g.a_dtype = g.b_dtype = CML_BF16;
+        g.d_dtype = c == 2 ? CML_F32 : CML_BF16;
+        cml_gemm_desc d = cml_gemm_desc_init(g.op_a, g.op_b, g.M, g.N, g.K, g.batch, g.a_dtype, g.d_dtype);
+        if (cml__gemm_sm90_workspace_size(gctx, &d) > 0) split++;
+        run_case(&g, c == 0 ? 16 : 1);
+    }
+    printf("  %d cases split K\n", split);
+    if (cml__cuda_arch(0) == 90) CHECK_MSG(split >= 3, "the sm90 path split K in %d of the cases", split);
+}
+
 static void test_report(void) {
     printf("  %lld cases; dispatcher picked sm90 %d, f32 %d, simt %d times; worst error/bound: sm90 %.3g, f32 %.3g, "
            "simt %.3g\n",
@@ -502,6 +543,7 @@ int main(void) {
     RUN(test_dbias);
     RUN(test_grouped);
     RUN(test_large);
+    RUN(test_split_k);
     RUN(test_report);
     return th_finish();
 }

@@ -89,6 +89,8 @@ cml_status cml__gemm_cuda(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, cons
                           const void *C);
 bool cml__gemm_sm90_takes(const cml_ctx *ctx, const cml_gemm_desc *desc, const void *D, const void *A,
                           const void *B, const void *C);
+/* Bytes of ctx workspace the sm90 path takes for desc (its split-K partials; 0 without a split). */
+size_t cml__gemm_sm90_workspace_size(const cml_ctx *ctx, const cml_gemm_desc *desc);
 cml_status cml__gemm_sm90(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, const void *A, const void *B,
                           const void *C);
 /* The grouped form of the sm90 path: every problem in one persistent launch. */

@@ -159,8 +159,10 @@ extern "C" cml_status cml__gemm_cuda(cml_ctx *ctx, const cml_gemm_desc *d, void 
 }
 
 extern "C" size_t cml__gemm_cuda_workspace_size(const cml_ctx *ctx, const cml_gemm_desc *d) {
-    (void)ctx; /* the simt path takes none; sm90 and f32 take none either so far */
-    return dbias_workspace(d);
+    /* dbias and the sm90 split-K partials use the workspace one after the other (same stream);
+     * the f32 and simt paths take none. The path is not known without the pointers: assume sm90. */
+    size_t dbias = dbias_workspace(d), gemm = cml__gemm_sm90_workspace_size(ctx, d);
+    return dbias > gemm ? dbias : gemm;
 }
 
 /* One persistent launch for all problems when the sm90 path takes every one of them

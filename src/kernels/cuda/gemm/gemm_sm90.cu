@@ -7,6 +7,7 @@
  * dimensions (and batch strides) that are multiples of 16 bytes (TMA's rules).
  * Anything else goes to the other paths. M, N and K need not be multiples of the
  * tile: TMA reads zeros past the edges and the epilogue stores only inside D. */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,8 @@
 #include "kernels/cuda/gemm/gemm_sm90_kernel.cuh"
 
 static const char fn[] = "cml_gemm";
+
+#define CML_SM90_MAX_SPLITS 16
 
 /* The kernel kind for the input dtype and math, or -1 when the path does not take it. */
 static int input_kind(const cml_gemm_desc *d) {
@@ -100,6 +103,11 @@ static cml_status output_map(CUtensorMap *map, const cml_gemm_desc *d, void *D) 
                            dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, fn);
 }
 
+/* The f32 partial tiles of a K split over `splits` parts. */
+static size_t splitk_bytes(const cml_gemm_desc *d, int splits) {
+    return splits > 1 ? (size_t)splits * (size_t)d->batch * (size_t)d->M * (size_t)d->N * sizeof(float) : 0;
+}
+
 /* ---- launch ----------------------------------------------------------------------------- */
 
 /* Raises the kernel's dynamic shared-memory limit, once per device. */
@@ -132,9 +140,24 @@ static cudaLaunchConfig_t cluster_launch(cml_ctx *ctx, cudaLaunchAttribute *attr
     return cfg;
 }
 
+/* The split-K partials, in order: D = epilogue(sum over s of ws[b * splits + s]), one
+ * thread per element of D (a fixed order of additions: bitwise repeatable). */
+static __global__ void gemm_sm90_splitk_reduce(const __grid_constant__ cml__gemm_epi e, const float *ws, int splits,
+                                               long long batch) {
+    const long long mn = e.M * e.N, total = batch * mn;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const long long b = i / mn, r = i - b * mn;
+        const float *p = ws + b * splits * mn + r;
+        float sum = 0.0f;
+        for (int s = 0; s < splits; s++) sum += p[s * mn];
+        cml__gemm_epi_store(&e, b, r / e.N, r % e.N, sum);
+    }
+}
+
 template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER>
 static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, const void *A, const void *B,
-                              const void *C) {
+                              const void *C, int splits) {
     const int dev = ctx->device.index;
     CML_TRY((allow_smem<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER>(dev)));
     /* stored shapes: A is M x K (op N) or K x M (op T); B is N x K (op T) or K x N (op N).
@@ -157,15 +180,29 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
     p.b_batch_fixed = d->batch == 1 || d->stride_b == 0;
     p.groups = NULL;
     p.n_groups = 0;
-    /* batch must be 1 when D's batches are one matrix (stride_d = 0 would make them race) */
+    p.splits = splits;
+    p.split_kb = (p.k_blocks + splits - 1) / splits;
+    cml__gemm_epi epi = cml__gemm_epi_make(d, D, C), final_epi = epi;
+    float *ws = NULL;
+    if (splits > 1) { /* the kernel stores f32 partial tiles; gemm_sm90_splitk_reduce finishes D */
+        CML_TRY(cml_ctx_workspace(ctx, (void **)&ws, splitk_bytes(d, splits)));
+        memset(&epi, 0, sizeof epi);
+        epi.alpha = 1.0f;
+        epi.d_dtype = CML_F32;
+        epi.M = d->M;
+        epi.N = d->N;
+        epi.D = ws;
+        epi.ldd = d->N;
+        epi.stride_d = d->M * d->N;
+    }
+    /* not when D's batches are one matrix (stride_d = 0 would make them race) */
     CUtensorMap map_d;
     memset(&map_d, 0, sizeof map_d);
-    p.tma_store = tma_store_ok(d, D) && (d->batch == 1 || d->stride_d != 0);
+    p.tma_store = splits == 1 && tma_store_ok(d, D) && (d->batch == 1 || d->stride_d != 0);
     if (p.tma_store) CML_TRY(output_map(&map_d, d, D));
-    long long work = (long long)p.cluster_rows * p.tiles_n * p.batch; /* tiles of CLUSTER CTAs */
+    long long work = (long long)p.cluster_rows * p.tiles_n * p.batch * splits; /* tiles of CLUSTER CTAs */
     int sms = cml__cuda_sm_count(dev);
     long long clusters = work < sms / CLUSTER ? work : sms / CLUSTER;
-    cml__gemm_epi epi = cml__gemm_epi_make(d, D, C);
 
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg = cluster_launch(ctx, &attr, clusters, CLUSTER, cml__sm90_smem<BN, STAGES>::total);
@@ -177,38 +214,61 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
                           "grid=%lld) failed: %s",
                           fn, cml_dtype_name(d->a_dtype), CML_SM90_BM, BN, CLUSTER, (long long)d->M, (long long)d->N,
                           (long long)d->K, (long long)d->batch, clusters * CLUSTER, cudaGetErrorString(e));
-    return cml__cuda_check_launch(fn, "gemm_sm90_kernel", cml_dtype_name(d->a_dtype), work, (unsigned)(clusters * CLUSTER),
-                                  CML_SM90_THREADS);
+    CML_TRY(cml__cuda_check_launch(fn, "gemm_sm90_kernel", cml_dtype_name(d->a_dtype), work,
+                                   (unsigned)(clusters * CLUSTER), CML_SM90_THREADS));
+    if (splits == 1) return CML_OK;
+    const long long total = d->batch * d->M * d->N;
+    const long long blocks = (total + 255) / 256 < 4LL * sms ? (total + 255) / 256 : 4LL * sms;
+    gemm_sm90_splitk_reduce<<<(unsigned)blocks, 256, 0, cml__stream(ctx)>>>(final_epi, ws, splits, d->batch);
+    return cml__cuda_check_launch(fn, "gemm_sm90_splitk_reduce", cml_dtype_name(d->d_dtype), total, (unsigned)blocks,
+                                  256);
 }
 
-/* Tile width: 256 columns unless 128 fills the machine's waves clearly better
- * (a 128 x 256 tile does ~8% more work per byte of shared memory traffic). */
-static int pick_bn(const cml_ctx *ctx, const cml_gemm_desc *d) {
+/* The tile width and K split for a problem: the pair with the least estimated time, in
+ * units of one 64-deep K block of a 128 x 256 tile (~0.56 us on an H100): waves of tiles
+ * times the tile's K blocks (a 128-wide tile does ~8% less work per block of shared-memory
+ * traffic) plus ~2 blocks of per-tile overhead; a split adds its f32 partials' traffic
+ * (written and read back once) and the second kernel. Splitting pays off where the tiles
+ * cannot fill the machine (e.g. 768 x 768 x 8192, a weight gradient). The split count
+ * depends on the shape and the SM count only, so results repeat bitwise on a given GPU. */
+typedef struct sm90_plan {
+    int bn, splits;
+} sm90_plan;
+
+static sm90_plan plan(const cml_ctx *ctx, const cml_gemm_desc *d, int kind) {
     int sms = cml__cuda_sm_count(ctx->device.index);
     if (sms <= 0) sms = 132;
-    double best = 0.0;
-    int best_bn = 256;
-    const int options[2] = {256, 128};
+    const double row_elems = CML_SM90_ROW_BYTES / (double)(kind == CML_SM90_TF32 ? 4 : kind >= CML_SM90_E4M3 ? 1 : 2);
+    const long long k_blocks = (long long)((d->K + row_elems - 1) / row_elems);
+    const double block_us = 0.56, overhead_blocks = 2.0, bytes_per_us = 2.5e6, splitk_launch_us = 3.0;
+    sm90_plan best = {256, 1};
+    double best_us = 1e300;
+    const int widths[2] = {256, 128};
     for (int i = 0; i < 2; i++) {
-        int bn = options[i];
-        double tiles = (double)((d->M + CML_SM90_BM - 1) / CML_SM90_BM) * (double)((d->N + bn - 1) / bn) * d->batch;
-        double waves = (tiles + sms - 1) / sms;
-        double fill = tiles / ((double)(long long)waves * sms);
-        double useful = (double)d->M * d->N * d->batch / (tiles * CML_SM90_BM * bn); /* edge waste */
-        double score = fill * useful * (bn == 256 ? 1.0 : 0.92);
-        if (score > best) {
-            best = score;
-            best_bn = bn;
+        const int bn = widths[i];
+        const double tiles = (double)((d->M + CML_SM90_BM - 1) / CML_SM90_BM) * (double)((d->N + bn - 1) / bn) * d->batch;
+        for (int splits = 1; splits <= CML_SM90_MAX_SPLITS; splits++) {
+            const long long per_split = (k_blocks + splits - 1) / splits;
+            if (splits > 1 && (per_split < 4 || (k_blocks + per_split - 1) / per_split != splits)) continue;
+            const double waves = ceil(tiles * splits / sms);
+            double us = waves * ((double)per_split * (bn == 256 ? 1.0 : 0.54) + overhead_blocks) * block_us;
+            if (splits > 1) us += 8.0 * splits * (double)d->M * d->N * d->batch / bytes_per_us + splitk_launch_us;
+            if (us < best_us * 0.97) { /* a clear win only: fewer splits, wider tiles on ties */
+                best_us = us;
+                best.bn = bn;
+                best.splits = splits;
+            }
         }
     }
-    return best_bn;
+    return best;
 }
 
 template <int KIND, int TRANS_A, int TRANS_B>
 static cml_status sm90_run(cml_ctx *ctx, const cml_gemm_desc *d, void *D, const void *A, const void *B,
                            const void *C) {
-    if (pick_bn(ctx, d) == 256) return sm90_launch<256, 4, KIND, TRANS_A, TRANS_B, 2>(ctx, d, D, A, B, C);
-    return sm90_launch<128, 6, KIND, TRANS_A, TRANS_B, 2>(ctx, d, D, A, B, C);
+    const sm90_plan pl = plan(ctx, d, KIND);
+    if (pl.bn == 256) return sm90_launch<256, 4, KIND, TRANS_A, TRANS_B, 2>(ctx, d, D, A, B, C, pl.splits);
+    return sm90_launch<128, 6, KIND, TRANS_A, TRANS_B, 2>(ctx, d, D, A, B, C, pl.splits);
 }
 
 template <int KIND>
@@ -220,6 +280,12 @@ static cml_status sm90_run_16bit(cml_ctx *ctx, const cml_gemm_desc *d, void *D, 
     if (!ta && tb) return sm90_run<KIND, 0, 1>(ctx, d, D, A, B, C);
     if (ta && !tb) return sm90_run<KIND, 1, 0>(ctx, d, D, A, B, C);
     return sm90_run<KIND, 1, 1>(ctx, d, D, A, B, C);
+}
+
+extern "C" size_t cml__gemm_sm90_workspace_size(const cml_ctx *ctx, const cml_gemm_desc *d) {
+    int kind = input_kind(d);
+    if (kind < 0 || cml__cuda_arch(ctx->device.index) != 90) return 0;
+    return splitk_bytes(d, plan(ctx, d, kind).splits);
 }
 
 extern "C" cml_status cml__gemm_sm90(cml_ctx *ctx, const cml_gemm_desc *d, void *D, const void *A, const void *B,

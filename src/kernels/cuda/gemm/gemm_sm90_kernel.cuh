@@ -57,6 +57,10 @@ typedef struct cml__sm90_problem {
     const cml__sm90_group *groups;
     int n_groups;
     int tma_store; /* the register epilogue and TMA stores through map_d (cml__sm90_tma_store_ok) */
+    /* split K (splits > 1; 0 or 1: none): K blocks [s * split_kb, (s + 1) * split_kb) of every
+     * tile go to split s, whose partial tile is stored as batch b * splits + s of the epilogue's
+     * D (the f32 workspace); a second kernel adds the splits in order (gemm_sm90.cu). */
+    int splits, split_kb;
 } cml__sm90_problem;
 
 /* Bytes of one element of KIND. */
@@ -285,12 +289,18 @@ static __device__ __forceinline__ void cml__sm90_tile(int cluster_rows, int tile
 }
 
 /* Where linear cluster tile `tile` lies: its problem *g (grouped launches; tiles are visited
- * in increasing order, so *g only moves forward), tile coordinates and K blocks. */
+ * in increasing order, so *g only moves forward), tile coordinates, the batch index of its
+ * output (with split K: batch * splits + split), and its K blocks [*k_first, + *k_blocks). */
 static __device__ __forceinline__ void cml__sm90_locate(const cml__sm90_problem *p, int tile, int *g, int *tm, int *tn,
-                                                        int *b, int *k_blocks) {
+                                                        int *b, int *k_first, int *k_blocks) {
+    *k_first = 0;
     if (p->n_groups == 0) {
         cml__sm90_tile(p->cluster_rows, p->tiles_n, p->group_m, tile, tm, tn, b);
         *k_blocks = p->k_blocks;
+        if (p->splits > 1) {
+            *k_first = (*b % p->splits) * p->split_kb;
+            *k_blocks = min(p->split_kb, p->k_blocks - *k_first);
+        }
         return;
     }
     while (p->groups[*g].tile_end <= tile) (*g)++;
@@ -337,7 +347,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
     else __syncthreads();
 
     const int total = prob.n_groups ? prob.groups[prob.n_groups - 1].tile_end
-                                    : prob.cluster_rows * prob.tiles_n * prob.batch;
+                                    : prob.cluster_rows * prob.tiles_n * prob.batch * max(prob.splits, 1);
     const int first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup == 0) {
@@ -349,8 +359,9 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
             }
             int it = 0, g = 0, acquired = -1;
             for (int tile = first; tile < total; tile += step) {
-                int tm, tn, b, k_blocks;
-                cml__sm90_locate(&prob, tile, &g, &tm, &tn, &b, &k_blocks);
+                int tm, tn, b, k_first, k_blocks;
+                cml__sm90_locate(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
+                if (prob.splits > 1) b /= prob.splits; /* the operands' batch */
                 const CUtensorMap *ma = prob.n_groups ? &prob.groups[g].map_a : &map_a;
                 const CUtensorMap *mb = prob.n_groups ? &prob.groups[g].map_b : &map_b;
                 if (prob.n_groups && g != acquired) { /* maps copied into global memory by the host */
@@ -364,7 +375,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                     const int s = it % STAGES, round = it / STAGES;
                     if (round > 0) cml__mbar_wait(&empty[s], (round - 1) & 1);
                     cml__mbar_arrive_expect_tx(&full[s], smem_t::a_bytes + smem_t::b_bytes);
-                    const int k0 = kb * elems_per_row;
+                    const int k0 = (k_first + kb) * elems_per_row;
                     uint8_t *sa = stage_a + s * smem_t::a_bytes, *sb = stage_b + s * smem_t::b_bytes;
                     if (TRANS_A) { /* A stored K x M: 64-column blocks of elems_per_row K rows */
                         for (int j = 0; j < BM / 64; j++)
@@ -399,8 +410,8 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
         float acc[BN / 2];
         int it = 0, g = 0, mine = 0;
         for (int tile = first; tile < total; tile += step, mine++) {
-            int tm, tn, b, k_blocks;
-            cml__sm90_locate(&prob, tile, &g, &tm, &tn, &b, &k_blocks);
+            int tm, tn, b, k_first, k_blocks;
+            cml__sm90_locate(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
             if (PINGPONG && (mine & 1) != consumer) { /* the other consumer's tile: skip its stages */
                 it += k_blocks;
                 continue;
