@@ -121,6 +121,7 @@ static void test_edges(void) {
         run_ln((ln_case){TEST_DTYPES[d], 9, 4096, 1, AFFINE_BOTH, false}); /* one element off alignment */
         run_ln((ln_case){TEST_DTYPES[d], 64, 1024, 0, AFFINE_BOTH, true}); /* dx over dy, registers */
         run_ln((ln_case){TEST_DTYPES[d], 3, 20000, 0, AFFINE_BOTH, true}); /* dx over dy, chunks */
+        run_ln((ln_case){TEST_DTYPES[d], 700, 20000, 0, AFFINE_BOTH, true}); /* several rows per block group */
         if (!under_sanitizer()) run_ln((ln_case){TEST_DTYPES[d], 60, 262144, 0, AFFINE_BOTH, false});
     }
 }

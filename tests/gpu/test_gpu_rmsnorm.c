@@ -133,6 +133,7 @@ static void test_edges(void) {
         run_rms((rms_case){TEST_DTYPES[d], 5, 9000, 1, true, false});  /* unaligned, long: two passes */
         run_rms((rms_case){TEST_DTYPES[d], 64, 1024, 0, true, true});  /* dx over dy, registers */
         run_rms((rms_case){TEST_DTYPES[d], 3, 20000, 0, true, true});  /* dx over dy, one pass */
+        run_rms((rms_case){TEST_DTYPES[d], 700, 20000, 0, true, true}); /* one pass, several rows per block group */
         run_rms((rms_case){TEST_DTYPES[d], 3, 20000, 1, true, true});  /* dx over dy, two passes */
         if (!under_sanitizer()) {
             run_rms((rms_case){TEST_DTYPES[d], 60, 262144, 0, true, false});

@@ -208,13 +208,17 @@ static inline long long cml__cuda_l2_bytes(int device) {
     return cached[device];
 }
 
-/* Register-row geometry of the packed-word kernels: KW words per thread (4 when the row fits,
- * else 8), G threads per row (a power of two <= 1024), R rows per block of max(G, 256) threads.
- * Returns false when the row does not fit in 8 words x 1024 threads. */
+/* Register-row geometry of the packed-word kernels: KW words per thread (4 when the row fits in
+ * 4 words x 512 threads, else 8), G threads per row (a power of two <= 1024), R rows per block
+ * of max(G, 256) threads. Rows of 16384 f32 / 32768 bf16 thus take 512 threads x 8 words, not
+ * 1024 x 4: two such blocks fit an SM (at <= 64 registers), so one block's load overlaps the
+ * other's reductions and stores, where a single 1024-thread block left the SM idle between
+ * its phases (bf16 softmax at 1024x32768: 53% of copy bandwidth). Returns false when the row
+ * does not fit in 8 words x 1024 threads. */
 static inline bool cml__words_geometry(long long n, size_t elem_size, int *KW, int *G, int *R) {
     const long long V = 16 / (long long)elem_size;
     if (n > 8 * V * 1024) return false;
-    *KW = n <= 4 * V * 1024 ? 4 : 8;
+    *KW = n <= 4 * V * 512 ? 4 : 8;
     *G = cml__pow2_at_least((n + *KW * V - 1) / (*KW * V), 1024);
     *R = *G >= 256 ? 1 : 256 / *G;
     return true;

@@ -12,11 +12,13 @@
  * partial row per block, and a second kernel sums the partial rows of all
  * blocks in block order, per column. x and dy are read once, dx written once;
  * the partials add 8 bytes per column per block.
- * Longer rows: dx in one pass when rows are 16-byte aligned (a chunk of 4096
- * f32 / 8192 bf16 elements per block, chunk sums merged in order across the
- * row's blocks, common/row_sync.cuh), else in two passes over chunks
+ * Longer 16-byte aligned rows: one kernel reads x and dy once and writes dx
+ * once, dgamma/dbeta included (norm_bwd_long.cuh: chunks of 4096 columns per
+ * block, groups of blocks walking rows in lock step, per-thread dgamma/dbeta
+ * accumulators written as one partial row per group, which the same second
+ * kernel sums in order). Longer unaligned rows: dx in two passes over chunks
  * (L2-batched); dgamma/dbeta through a column kernel (32 columns x 8 row
- * phases per block, rows split into ranges whose partial rows the same second
+ * phases per block, rows split into ranges whose partial rows the second
  * kernel sums in order), which reads x and dy once more. Deterministic
  * throughout. */
 #include <math.h>
@@ -25,6 +27,7 @@
 #include "kernels/cuda/common/row_sync.cuh"
 #include "kernels/cuda/common/rows.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/norm/norm_bwd_long.cuh"
 
 #define E_ROW 8
 #define COMBINE_FLOATS (1024 * E_ROW) /* R groups x C columns of one block */
@@ -118,78 +121,6 @@ static __global__ void ln_bwd_partial_sum_kernel(void *dgamma, void *dbeta, cons
 }
 
 /* ---- long rows ---------------------------------------------------------------------------------------- */
-
-/* Long aligned rows, dx in one pass (row_sync.cuh): a chunk of 256 threads x 4 words of x and of
- * dy per block; the chunks' (sum g, sum g xhat) summed over the row in chunk order. */
-template <int DT>
-static __global__ void __launch_bounds__(THREADS, 3)
-    ln_bwd_onepass_kernel(void *dx, const void *dy, const void *x, const void *gamma, const float *mean,
-                          const float *rstd, unsigned *sync, float2 *states, long long C, int splits) {
-    typedef typename cml__elem<DT>::type T;
-    constexpr int V = cml__words<DT>::V, KW = 4;
-    constexpr long long CH = (long long)THREADS * KW * V;
-    __shared__ float2 red[32];
-    __shared__ float stat[2];
-    const int t = threadIdx.x;
-    const unsigned b = cml__take_ticket(sync);
-    const long long row = b / splits, lo = (b % splits) * CH;
-    const int nn = (int)(C - lo < CH ? C - lo : CH);
-    const size_t off = (size_t)row * (size_t)C + (size_t)lo;
-    uint4 wx[KW], wd[KW];
-    cml__words_load<DT, KW>(wx, (const T *)x + off, nn, t, THREADS);
-    cml__words_load<DT, KW>(wd, (const T *)dy + off, nn, t, THREADS);
-    const float m = mean[row], r = rstd[row];
-    float2 s = make_float2(0.0f, 0.0f);
-#pragma unroll
-    for (int k = 0; k < KW; k++) {
-        const int c = (k * THREADS + t) * V;
-        if (c < nn) {
-            float xv[V], gv[V], gm[V];
-            cml__unpack16<DT>(wx[k], xv);
-            cml__unpack16<DT>(wd[k], gv);
-#pragma unroll
-            for (int u = 0; u < V; u++) gm[u] = 1.0f;
-            if (gamma) cml__unpack16<DT>(__ldg((const uint4 *)((const T *)gamma + lo + c)), gm);
-#pragma unroll
-            for (int u = 0; u < V; u++) {
-                const float g = gv[u] * gm[u];
-                s.x += g;
-                s.y += g * ((xv[u] - m) * r);
-            }
-        }
-    }
-    s = cml__group_allreduce_sum2(s, THREADS, red);
-    if (t == 0) {
-        cml__publish(states + b, s, sync, row);
-        float2 a = make_float2(NAN, NAN);
-        if (cml__wait_row(sync, row, (unsigned)splits)) {
-            a = cml__load_cg(states + row * splits);
-            for (int k = 1; k < splits; k++) {
-                const float2 p = cml__load_cg(states + row * splits + k);
-                a.x += p.x, a.y += p.y;
-            }
-        }
-        stat[0] = a.x / (float)C;
-        stat[1] = a.y / (float)C;
-    }
-    __syncthreads();
-    const float mg = stat[0], mgx = stat[1];
-#pragma unroll
-    for (int k = 0; k < KW; k++) {
-        const int c = (k * THREADS + t) * V;
-        if (c < nn) {
-            float xv[V], gv[V], gm[V];
-            cml__unpack16<DT>(wx[k], xv);
-            cml__unpack16<DT>(wd[k], gv);
-#pragma unroll
-            for (int u = 0; u < V; u++) gm[u] = 1.0f;
-            if (gamma) cml__unpack16<DT>(__ldg((const uint4 *)((const T *)gamma + lo + c)), gm);
-#pragma unroll
-            for (int u = 0; u < V; u++) xv[u] = r * (gv[u] * gm[u] - mg - ((xv[u] - m) * r) * mgx);
-            *(uint4 *)((T *)dx + off + c) = cml__pack16<DT>(xv);
-        }
-    }
-}
 
 /* Long unaligned rows, pass 1: partial[b] = (sum g, sum g xhat) over block b's chunk of row row0 + b / splits. */
 template <int DT>
@@ -296,6 +227,23 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, void *dbeta, 
     const int sms = cml__cuda_sm_count(ctx->device.index) > 0 ? cml__cuda_sm_count(ctx->device.index) : 132;
     const bool vec = cml__rows_vec_ok(C, sizeof(T), dx, dy, x) && (!gamma || ((uintptr_t)gamma & 15u) == 0);
     const int threads = vec ? 1024 : 512;
+    int fsplits = 0, fgroups = 0;
+    if (vec && nbl_mode() != 0 && (C > (long long)threads * E_ROW || nbl_mode() == 2 || nbl_short<DT>(C)) &&
+        nbl_geometry<DT, true>(rows, C, sms, &fsplits, &fgroups)) { /* one kernel: norm_bwd_long.cuh */
+        const size_t part_off = nbl_part_off(rows, fsplits);
+        void *ws = NULL;
+        CML_TRY(cml_ctx_workspace(ctx, &ws, part_off + (want ? (size_t)fgroups * 2 * (size_t)C * sizeof(float) : 0)));
+        float *part = (float *)((char *)ws + part_off);
+        CML_CUDA_TRY(FN, cml__row_sync_reset(ws, rows, fsplits, st));
+        const unsigned grid = (unsigned)fgroups * (unsigned)fsplits;
+        nbl_kernel<DT, true><<<grid, NBL_THREADS, nbl_smem<DT, true>(), st>>>(dx, want ? part : NULL, dy, x, gamma,
+                                                                              mean, rstd,
+                                                           (unsigned *)ws,
+                                                           cml__row_sync_slots(ws, rows), rows,
+                                                           C, fsplits, fgroups);
+        CML_TRY(launched("nbl_kernel", (cml_dtype)DT, rows * C, grid, NBL_THREADS));
+        return want ? partial_sum_launch<DT>(ctx, dgamma, dbeta, part, fgroups, C) : CML_OK;
+    }
     if (C <= (long long)threads * E_ROW) {
         const int G = cml__pow2_at_least((C + E_ROW - 1) / E_ROW, threads), R = threads / G;
         int per_sm = 0;
@@ -316,7 +264,7 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, void *dbeta, 
         CML_TRY(launched("ln_bwd_rows_kernel", (cml_dtype)DT, rows * C, (unsigned)nb, (unsigned)threads));
         return want ? partial_sum_launch<DT>(ctx, dgamma, dbeta, (const float *)part, nb, C) : CML_OK;
     }
-    /* long rows: dx through chunks, L2-batched */
+    /* long rows that the fused kernel does not take (unaligned): dx through chunks, L2-batched */
     const int splits = (int)((C + CHUNK - 1) / CHUNK);
     long long nbr = cml__cuda_l2_bytes(ctx->device.index) / 2 / (2 * C * (long long)sizeof(T));
     if (nbr < 1) nbr = 1;
@@ -329,11 +277,7 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, void *dbeta, 
     if (rsplits > 65535) rsplits = 65535;
     const long long rchunk = (rows + rsplits - 1) / rsplits;
     rsplits = (rows + rchunk - 1) / rchunk;
-    const long long ch1 = (long long)THREADS * 4 * (16 / (long long)sizeof(T)), osplits = (C + ch1 - 1) / ch1;
-    const bool onepass = vec && rows * osplits < (1ll << 31) &&
-                         cml__row_sync_fits((const void *)ln_bwd_onepass_kernel<DT>, THREADS, (int)osplits, sms);
-    const size_t stat_bytes = onepass ? CML__ROW_SYNC_STATES(rows) + (size_t)(rows * osplits) * sizeof(float2)
-                                      : (size_t)(nbr * splits) * sizeof(float2);
+    const size_t stat_bytes = (size_t)(nbr * splits) * sizeof(float2);
     const size_t part_off = (stat_bytes + 255) / 256 * 256;
     void *ws = NULL;
     CML_TRY(cml_ctx_workspace(ctx, &ws, part_off + (want ? (size_t)rsplits * 2 * (size_t)C * sizeof(float) : 0)));
@@ -342,15 +286,6 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, void *dbeta, 
         ln_bwd_cols_kernel<DT><<<dim3((unsigned)tiles, (unsigned)rsplits), dim3(32, 8), 0, st>>>(part, dy, x, mean,
                                                                                                rstd, rows, C, rchunk);
         CML_TRY(launched("ln_bwd_cols_kernel", (cml_dtype)DT, rows * C, (unsigned)(tiles * rsplits), 256));
-    }
-    if (onepass) {
-        CML_CUDA_TRY(FN, cudaMemsetAsync(ws, 0, (size_t)(rows + 1) * sizeof(unsigned), st));
-        const unsigned grid = (unsigned)(rows * osplits);
-        ln_bwd_onepass_kernel<DT><<<grid, THREADS, 0, st>>>(dx, dy, x, gamma, mean, rstd, (unsigned *)ws,
-                                                           (float2 *)((char *)ws + CML__ROW_SYNC_STATES(rows)), C,
-                                                           (int)osplits);
-        CML_TRY(launched("ln_bwd_onepass_kernel", (cml_dtype)DT, rows * C, grid, THREADS));
-        return want ? partial_sum_launch<DT>(ctx, dgamma, dbeta, part, (int)rsplits, C) : CML_OK;
     }
     for (long long r0 = 0; r0 < rows; r0 += nbr) {
         const unsigned grid = (unsigned)((rows - r0 < nbr ? rows - r0 : nbr) * splits);

@@ -9,7 +9,7 @@
  * exact two-pass variance, as good as Welford's and cheaper when the row is on
  * chip), then y is written once. Longer aligned rows go in one pass, a chunk
  * of 256 threads x 8 words per block: each chunk's exact (count, mean, M2) is
- * merged over the row in chunk order with Chan et al.'s formula by every block
+ * merged over the row in a fixed order with Chan et al.'s formula by every block
  * of the row alike (common/row_sync.cuh), then y is written from registers.
  * Longer unaligned rows take two passes over chunks of 8192 elements (Welford
  * states per thread, each 16-byte word's exact statistics merged in), rows in
@@ -149,12 +149,21 @@ struct wf_merge_fn {
     __device__ __forceinline__ wf operator()(wf a, wf b) const { return wf_merge(a, b); }
 };
 
+/* Chunk k's published (mean, M2) with its count: chunks of ch elements, the last one shorter. */
+struct wf_chunk {
+    long long C, ch;
+    __device__ __forceinline__ wf operator()(float2 v, int k) const {
+        const long long lo = (long long)k * ch;
+        return {(float)(C - lo < ch ? C - lo : ch), v.x, v.y};
+    }
+};
+
 /* Long aligned rows in one pass (row_sync.cuh): a chunk of 256 threads x 8 words per block, its
- * exact (count, mean, M2) merged over the row in chunk order with Chan et al.'s formula. */
+ * exact (count, mean, M2) merged over the row in a fixed order (row_sync.cuh) with Chan et al.'s formula. */
 template <int DT>
 static __global__ void __launch_bounds__(THREADS, 3) /* 4 blocks per SM (64 registers) would spill */
     ln_fwd_onepass_kernel(void *y, float *mean, float *rstd, const void *x, const void *gamma, const void *beta,
-                          unsigned *sync, wf *states, long long C, int splits, float eps) {
+                          unsigned *sync, unsigned long long *states, long long C, int splits, float eps) {
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V, KW = ONEPASS_KW;
     constexpr long long CH = (long long)THREADS * KW * V;
@@ -184,18 +193,19 @@ static __global__ void __launch_bounds__(THREADS, 3) /* 4 blocks per SM (64 regi
             for (int u = 0; u < V; u++) q += (v[u] - mc) * (v[u] - mc);
         }
     q = cml__group_allreduce(q, THREADS, red_b, cml__sum_op());
-    if (t == 0) {
-        cml__publish(states + b, wf{(float)nn, mc, q}, sync, row);
-        wf a = {NAN, NAN, NAN};
-        if (cml__wait_row(sync, row, (unsigned)splits)) {
-            a = cml__load_cg(states + row * splits);
-            for (int k = 1; k < splits; k++) a = wf_merge(a, cml__load_cg(states + row * splits + k));
-        }
-        stat[0] = a.mean;
-        stat[1] = 1.0f / sqrtf(a.m2 / (float)C + eps);
-        if (b % splits == 0) {
-            if (mean) mean[row] = stat[0];
-            if (rstd) rstd[row] = stat[1];
+    if (t < 32) {
+        bool ok;
+        /* published: (mean, M2) of the chunk; its count follows from its index */
+        wf a = cml__row_merge_up(sync, states, row, (int)(b % splits), splits, make_float2(mc, q),
+                                 wf{0.0f, 0.0f, 0.0f}, wf_chunk{C, CH}, wf_merge_fn(), ok);
+        if (!ok) a = wf{NAN, NAN, NAN};
+        if (t == 0) {
+            stat[0] = a.mean;
+            stat[1] = 1.0f / sqrtf(a.m2 / (float)C + eps);
+            if (b % splits == 0) {
+                if (mean) mean[row] = stat[0];
+                if (rstd) rstd[row] = stat[1];
+            }
         }
     }
     __syncthreads();
@@ -316,12 +326,11 @@ static cml_status fwd_launch(cml_ctx *ctx, void *y, float *mean, float *rstd, co
     if (vec && rows * osplits < (1ll << 31) &&
         cml__row_sync_fits((const void *)ln_fwd_onepass_kernel<DT>, THREADS, (int)osplits, sms)) {
         void *ws = NULL;
-        CML_TRY(cml_ctx_workspace(ctx, &ws, CML__ROW_SYNC_STATES(rows) + (size_t)(rows * osplits) * sizeof(wf)));
-        CML_CUDA_TRY(FN, cudaMemsetAsync(ws, 0, (size_t)(rows + 1) * sizeof(unsigned), st));
+        CML_TRY(cml_ctx_workspace(ctx, &ws, cml__row_sync_bytes(rows, osplits)));
+        CML_CUDA_TRY(FN, cml__row_sync_reset(ws, rows, osplits, st));
         const unsigned grid = (unsigned)(rows * osplits);
         ln_fwd_onepass_kernel<DT><<<grid, THREADS, 0, st>>>(y, mean, rstd, x, gamma, beta, (unsigned *)ws,
-                                                           (wf *)((char *)ws + CML__ROW_SYNC_STATES(rows)), C,
-                                                           (int)osplits, eps);
+                                                           cml__row_sync_slots(ws, rows), C, (int)osplits, eps);
         return cml__cuda_check_launch(FN, "ln_fwd_onepass_kernel", cml_dtype_name((cml_dtype)DT), rows * C, grid,
                                       THREADS);
     }

@@ -13,12 +13,14 @@
  *   memory into one partial row per block, and a second kernel sums the
  *   partial rows in block order, per column. x and dy are read once, dx
  *   written once.
- * - longer rows: dx in one pass when rows are 16-byte aligned (a chunk of 4096
- *   f32 / 8192 bf16 elements per block, chunk sums added in chunk order across
- *   the row's blocks, common/row_sync.cuh), else in two passes over chunks
- *   (L2-batched); dgamma through a column kernel (32 columns x 8 row phases
- *   per block, rows split into ranges whose partial rows the same second
- *   kernel sums in order), which reads x and dy once more.
+ * - longer 16-byte aligned rows: one kernel reads x and dy once and writes dx
+ *   once, dgamma included (norm_bwd_long.cuh, shared with the LayerNorm
+ *   backward: per-thread dgamma accumulators, one partial row per group of
+ *   blocks, summed in order by the same second kernel);
+ * - longer unaligned rows: dx in two passes over chunks (L2-batched); dgamma
+ *   through a column kernel (32 columns x 8 row phases per block, rows split
+ *   into ranges whose partial rows the second kernel sums in order), which
+ *   reads x and dy once more.
  * Deterministic throughout: every sum has a fixed order, no float atomics. */
 #include <math.h>
 
@@ -26,6 +28,7 @@
 #include "kernels/cuda/common/row_sync.cuh"
 #include "kernels/cuda/common/rows.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/norm/norm_bwd_long.cuh"
 
 #define E_ROW 8
 #define COMBINE_FLOATS (1024 * E_ROW) /* R groups x C columns of one block */
@@ -107,69 +110,6 @@ static __global__ void rms_bwd_partial_sum_kernel(void *dgamma, const float *par
 }
 
 /* ---- long rows ---------------------------------------------------------------------------------------- */
-
-/* Long aligned rows, dx in one pass (row_sync.cuh): a chunk of 256 threads x 4 words of x and of
- * dy per block; the chunks' sums of g xhat added over the row in chunk order. */
-template <int DT>
-static __global__ void __launch_bounds__(THREADS, 3)
-    rms_bwd_onepass_kernel(void *dx, const void *dy, const void *x, const void *gamma, const float *rstd,
-                           unsigned *sync, float *states, long long C, int splits) {
-    typedef typename cml__elem<DT>::type T;
-    constexpr int V = cml__words<DT>::V, KW = 4;
-    constexpr long long CH = (long long)THREADS * KW * V;
-    __shared__ float red[32], stat;
-    const int t = threadIdx.x;
-    const unsigned b = cml__take_ticket(sync);
-    const long long row = b / splits, lo = (b % splits) * CH;
-    const int nn = (int)(C - lo < CH ? C - lo : CH);
-    const size_t off = (size_t)row * (size_t)C + (size_t)lo;
-    uint4 wx[KW], wd[KW];
-    cml__words_load<DT, KW>(wx, (const T *)x + off, nn, t, THREADS);
-    cml__words_load<DT, KW>(wd, (const T *)dy + off, nn, t, THREADS);
-    const float r = rstd[row];
-    float s = 0.0f;
-#pragma unroll
-    for (int k = 0; k < KW; k++) {
-        const int c = (k * THREADS + t) * V;
-        if (c < nn) {
-            float xv[V], gv[V], gm[V];
-            cml__unpack16<DT>(wx[k], xv);
-            cml__unpack16<DT>(wd[k], gv);
-#pragma unroll
-            for (int u = 0; u < V; u++) gm[u] = 1.0f;
-            if (gamma) cml__unpack16<DT>(__ldg((const uint4 *)((const T *)gamma + lo + c)), gm);
-#pragma unroll
-            for (int u = 0; u < V; u++) s += gv[u] * gm[u] * (xv[u] * r);
-        }
-    }
-    s = cml__group_allreduce(s, THREADS, red, cml__sum_op());
-    if (t == 0) {
-        cml__publish(states + b, s, sync, row);
-        float a = NAN; /* a broken co-residency assumption shows as NaN, not a hang */
-        if (cml__wait_row(sync, row, (unsigned)splits)) {
-            a = cml__load_cg(states + row * splits);
-            for (int k = 1; k < splits; k++) a += cml__load_cg(states + row * splits + k);
-        }
-        stat = a / (float)C;
-    }
-    __syncthreads();
-    const float mgx = stat;
-#pragma unroll
-    for (int k = 0; k < KW; k++) {
-        const int c = (k * THREADS + t) * V;
-        if (c < nn) {
-            float xv[V], gv[V], gm[V];
-            cml__unpack16<DT>(wx[k], xv);
-            cml__unpack16<DT>(wd[k], gv);
-#pragma unroll
-            for (int u = 0; u < V; u++) gm[u] = 1.0f;
-            if (gamma) cml__unpack16<DT>(__ldg((const uint4 *)((const T *)gamma + lo + c)), gm);
-#pragma unroll
-            for (int u = 0; u < V; u++) xv[u] = r * (gv[u] * gm[u] - (xv[u] * r) * mgx);
-            *(uint4 *)((T *)dx + off + c) = cml__pack16<DT>(xv);
-        }
-    }
-}
 
 /* Long unaligned rows, pass 1: partial[b] = sum of g xhat over block b's chunk of row row0 + b / splits. */
 template <int DT>
@@ -288,9 +228,26 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, const void *d
     cudaStream_t st = cml__stream(ctx);
     const int sms = cml__cuda_sm_count(ctx->device.index) > 0 ? cml__cuda_sm_count(ctx->device.index) : 132;
     const bool vec = cml__rows_vec_ok(C, sizeof(T), dx, dy, x) && (!gamma || ((uintptr_t)gamma & 15u) == 0);
+    int fsplits = 0, fgroups = 0;
+    if (vec && nbl_mode() != 0 && (C > 1024ll * E_ROW || nbl_mode() == 2 || nbl_short<DT>(C)) &&
+        nbl_geometry<DT, false>(rows, C, sms, &fsplits, &fgroups)) { /* one kernel: norm_bwd_long.cuh */
+        const size_t part_off = nbl_part_off(rows, fsplits);
+        void *ws = NULL;
+        CML_TRY(cml_ctx_workspace(ctx, &ws, part_off + (dgamma ? (size_t)fgroups * (size_t)C * sizeof(float) : 0)));
+        float *part = (float *)((char *)ws + part_off);
+        CML_CUDA_TRY(FN, cml__row_sync_reset(ws, rows, fsplits, st));
+        const unsigned grid = (unsigned)fgroups * (unsigned)fsplits;
+        nbl_kernel<DT, false><<<grid, NBL_THREADS, nbl_smem<DT, false>(), st>>>(dx, dgamma ? part : NULL, dy, x,
+                                                                                gamma, nullptr, rstd,
+                                                            (unsigned *)ws,
+                                                            cml__row_sync_slots(ws, rows), rows,
+                                                            C, fsplits, fgroups);
+        CML_TRY(launched("nbl_kernel", DT, rows * C, grid, NBL_THREADS));
+        return dgamma ? partial_sum_launch<DT>(ctx, dgamma, part, fgroups, C) : CML_OK;
+    }
     if (C <= (long long)(vec ? 1024 : 512) * E_ROW)
         return rows_launch<DT>(ctx, dx, dgamma, dy, x, gamma, rstd, rows, C, vec, sms);
-    /* long rows: dx through chunks, L2-batched */
+    /* long rows that the fused kernel does not take (unaligned): dx through chunks, L2-batched */
     const int splits = (int)((C + CHUNK - 1) / CHUNK);
     long long nbr = cml__cuda_l2_bytes(ctx->device.index) / 2 / (2 * C * (long long)sizeof(T));
     if (nbr < 1) nbr = 1;
@@ -303,11 +260,7 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, const void *d
     if (rsplits > 65535) rsplits = 65535;
     const long long rchunk = (rows + rsplits - 1) / rsplits;
     rsplits = (rows + rchunk - 1) / rchunk;
-    const long long ch1 = (long long)THREADS * 4 * (16 / (long long)sizeof(T)), osplits = (C + ch1 - 1) / ch1;
-    const bool onepass = vec && rows * osplits < (1ll << 31) &&
-                         cml__row_sync_fits((const void *)rms_bwd_onepass_kernel<DT>, THREADS, (int)osplits, sms);
-    const size_t stat_bytes = onepass ? CML__ROW_SYNC_STATES(rows) + (size_t)(rows * osplits) * sizeof(float)
-                                      : (size_t)(nbr * splits) * sizeof(float);
+    const size_t stat_bytes = (size_t)(nbr * splits) * sizeof(float);
     const size_t part_off = (stat_bytes + 255) / 256 * 256;
     void *ws = NULL;
     CML_TRY(cml_ctx_workspace(ctx, &ws, part_off + (dgamma ? (size_t)rsplits * (size_t)C * sizeof(float) : 0)));
@@ -317,21 +270,12 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, const void *d
                                                                                                 C, rchunk);
         CML_TRY(launched("rms_bwd_cols_kernel", DT, rows * C, (unsigned)(tiles * rsplits), 256));
     }
-    if (onepass) {
-        CML_CUDA_TRY(FN, cudaMemsetAsync(ws, 0, (size_t)(rows + 1) * sizeof(unsigned), st));
-        const unsigned grid = (unsigned)(rows * osplits);
-        rms_bwd_onepass_kernel<DT><<<grid, THREADS, 0, st>>>(dx, dy, x, gamma, rstd, (unsigned *)ws,
-                                                            (float *)((char *)ws + CML__ROW_SYNC_STATES(rows)), C,
-                                                            (int)osplits);
-        CML_TRY(launched("rms_bwd_onepass_kernel", DT, rows * C, grid, THREADS));
-    } else {
-        for (long long r0 = 0; r0 < rows; r0 += nbr) {
-            const unsigned grid = (unsigned)((rows - r0 < nbr ? rows - r0 : nbr) * splits);
-            rms_bwd_stats_kernel<DT><<<grid, THREADS, 0, st>>>((float *)ws, dy, x, gamma, rstd, r0, C, splits);
-            CML_TRY(launched("rms_bwd_stats_kernel", DT, rows * C, grid, THREADS));
-            rms_bwd_apply_kernel<DT><<<grid, THREADS, 0, st>>>(dx, dy, x, gamma, rstd, (const float *)ws, r0, C, splits);
-            CML_TRY(launched("rms_bwd_apply_kernel", DT, rows * C, grid, THREADS));
-        }
+    for (long long r0 = 0; r0 < rows; r0 += nbr) {
+        const unsigned grid = (unsigned)((rows - r0 < nbr ? rows - r0 : nbr) * splits);
+        rms_bwd_stats_kernel<DT><<<grid, THREADS, 0, st>>>((float *)ws, dy, x, gamma, rstd, r0, C, splits);
+        CML_TRY(launched("rms_bwd_stats_kernel", DT, rows * C, grid, THREADS));
+        rms_bwd_apply_kernel<DT><<<grid, THREADS, 0, st>>>(dx, dy, x, gamma, rstd, (const float *)ws, r0, C, splits);
+        CML_TRY(launched("rms_bwd_apply_kernel", DT, rows * C, grid, THREADS));
     }
     return dgamma ? partial_sum_launch<DT>(ctx, dgamma, part, (int)rsplits, C) : CML_OK;
 }

@@ -9,7 +9,7 @@
  *   one group-wide sum, written once;
  * - unaligned rows up to 8192 elements: 16 floats per thread, scalar accesses;
  * - longer aligned rows in one pass: a chunk of 256 threads x 8 words per
- *   block, the chunks' sums of squares added over the row in chunk order by
+ *   block, the chunks' sums of squares added over the row in a fixed order by
  *   every block of the row alike (common/row_sync.cuh), y written from
  *   registers;
  * - longer unaligned rows in two passes over chunks of 8192 elements, rows in
@@ -125,7 +125,8 @@ static __global__ void __launch_bounds__(512)
 /* Long aligned rows in one pass (row_sync.cuh): a chunk of THREADS x ONEPASS_KW words per block. */
 template <int DT>
 static __global__ void __launch_bounds__(THREADS, 4)
-    rms_fwd_onepass_kernel(void *y, float *rstd, const void *x, const void *gamma, unsigned *sync, float *states,
+    rms_fwd_onepass_kernel(void *y, float *rstd, const void *x, const void *gamma, unsigned *sync,
+                           unsigned long long *states,
                            long long C, int splits, float eps) {
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V, KW = ONEPASS_KW;
@@ -139,15 +140,13 @@ static __global__ void __launch_bounds__(THREADS, 4)
     uint4 w[KW];
     cml__words_load<DT, KW>(w, (const T *)x + off, nn, t, THREADS);
     const float q = cml__group_allreduce(words_sumsq<DT, KW>(w), THREADS, red, cml__sum_op());
-    if (t == 0) {
-        cml__publish(states + b, q, sync, row);
-        float a = NAN; /* a broken co-residency assumption shows as NaN, not a hang */
-        if (cml__wait_row(sync, row, (unsigned)splits)) {
-            a = cml__load_cg(states + row * splits);
-            for (int k = 1; k < splits; k++) a += cml__load_cg(states + row * splits + k);
+    if (t < 32) {
+        bool ok;
+        const float a = cml__row_merge(sync, states, row, (int)(b % splits), splits, q, 0.0f, cml__sum_op(), ok);
+        if (t == 0) {
+            stat = ok ? 1.0f / sqrtf(a / (float)C + eps) : NAN; /* a broken co-residency assumption: NaN, not a hang */
+            if (b % splits == 0 && rstd) rstd[row] = stat;
         }
-        stat = 1.0f / sqrtf(a / (float)C + eps);
-        if (b % splits == 0 && rstd) rstd[row] = stat;
     }
     __syncthreads();
     const float r = stat;
@@ -241,12 +240,12 @@ static cml_status fwd_launch(cml_ctx *ctx, void *y, float *rstd, const void *x, 
     if (vec && rows * osplits < (1ll << 31) &&
         cml__row_sync_fits((const void *)rms_fwd_onepass_kernel<DT>, THREADS, (int)osplits, sms)) {
         void *ws = NULL;
-        CML_TRY(cml_ctx_workspace(ctx, &ws, CML__ROW_SYNC_STATES(rows) + (size_t)(rows * osplits) * sizeof(float)));
-        CML_CUDA_TRY(FN, cudaMemsetAsync(ws, 0, (size_t)(rows + 1) * sizeof(unsigned), st));
+        CML_TRY(cml_ctx_workspace(ctx, &ws, cml__row_sync_bytes(rows, osplits)));
+        CML_CUDA_TRY(FN, cml__row_sync_reset(ws, rows, osplits, st));
         const unsigned grid = (unsigned)(rows * osplits);
         rms_fwd_onepass_kernel<DT><<<grid, THREADS, 0, st>>>(y, rstd, x, gamma, (unsigned *)ws,
-                                                            (float *)((char *)ws + CML__ROW_SYNC_STATES(rows)), C,
-                                                            (int)osplits, eps);
+                                                            cml__row_sync_slots(ws, rows),
+                                                            C, (int)osplits, eps);
         return launched("rms_fwd_onepass_kernel", DT, rows * C, grid, THREADS);
     }
     const int splits = (int)((C + CHUNK - 1) / CHUNK);

@@ -13,12 +13,17 @@
  * (common/row_sync.cuh), unaligned ones through the two-pass chunk path.
  *
  * Targets are data on the device. A kernel that meets a target outside
- * [0, classes) that is not ignore_index writes NaN for that row and records
- * the lowest such row in a device flag (an integer atomicMin: the same answer
- * whatever the order); the entry point then copies the flag back (one 8-byte
- * copy, which waits for the stream) and returns CML_ERR_INVALID_ARG naming the
- * row and the value, as the CPU does. Unlike the CPU, the other rows' outputs
- * have been written by then. */
+ * [0, classes) that is not ignore_index writes NaN for that row, records the
+ * lowest such row in a device flag (an integer atomicMin: the same answer
+ * whatever the order) and sets a word of mapped pinned host memory; the entry
+ * point waits for the stream, and only when that word is set copies the row
+ * back and returns CML_ERR_INVALID_ARG naming the row and the value, as the
+ * CPU does. Unlike the CPU, the other rows' outputs have been written by then.
+ * The flag and the word are kept per host thread and device for the process
+ * (the flag is reset, asynchronously, only by the call after one that found a
+ * bad row), so a call without bad targets costs its kernel and one stream
+ * wait: no memset before the kernel and no copy after it, which were about a
+ * third of the time of a 16 MiB forward. */
 #include <limits.h>
 
 #include "kernels/cuda/common/row_sync.cuh"
@@ -27,10 +32,21 @@
 
 #define E_ROW 32
 #define NO_BAD_ROW 0xFFFFFFFFFFFFFFFFull
-#define FLAG_BYTES 256 /* the flag, then the chunk states at a 256-byte offset */
 
 static __device__ __forceinline__ bool bad_target(long long t, long long n, long long ignore) {
     return t != ignore && (t < 0 || t >= n);
+}
+
+/* Where kernels record a bad target: the lowest bad row (device memory) and, when mapped host
+ * memory is available, a host-visible "seen" word. */
+struct ce_bad {
+    unsigned long long *row;
+    unsigned *seen;
+};
+
+static __device__ __forceinline__ void flag_bad(ce_bad bad, long long row) {
+    atomicMin(bad.row, (unsigned long long)row);
+    if (bad.seen) *(volatile unsigned *)bad.seen = 1u; /* every writer stores the same value */
 }
 
 /* ---- forward ------------------------------------------------------------------------------------ */
@@ -38,7 +54,7 @@ static __device__ __forceinline__ bool bad_target(long long t, long long n, long
 template <int DT>
 static __global__ void __launch_bounds__(256, 3) ce_fwd_rows_kernel(float *loss, const void *logits,
                                                                  const int64_t *targets, long long rows, long long n,
-                                                                 long long ignore, unsigned long long *bad) {
+                                                                 long long ignore, ce_bad bad) {
     typedef typename cml__elem<DT>::type T;
     __shared__ cml__ms scratch[32];
     const int G = blockDim.x, t = threadIdx.x;
@@ -58,7 +74,7 @@ static __global__ void __launch_bounds__(256, 3) ce_fwd_rows_kernel(float *loss,
                 loss[row] = 0.0f;
             } else if (skip) {
                 loss[row] = NAN;
-                atomicMin(bad, (unsigned long long)row);
+                flag_bad(bad, row);
             } else {
                 loss[row] = (a.m - cml__ld<DT>(logits, row * n + tgt)) + logf(a.s);
             }
@@ -71,7 +87,7 @@ static __global__ void __launch_bounds__(256, 3) ce_fwd_rows_kernel(float *loss,
 template <int DT>
 static __global__ void ce_fwd_finalize_kernel(float *loss, const cml__ms *partial, const void *logits,
                                               const int64_t *targets, long long rows, long long n, int splits,
-                                              long long ignore, unsigned long long *bad) {
+                                              long long ignore, ce_bad bad) {
     const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= rows) return;
     const long long tgt = targets[row];
@@ -79,7 +95,7 @@ static __global__ void ce_fwd_finalize_kernel(float *loss, const cml__ms *partia
         loss[row] = 0.0f;
     } else if (bad_target(tgt, n, ignore)) {
         loss[row] = NAN;
-        atomicMin(bad, (unsigned long long)row);
+        flag_bad(bad, row);
     } else {
         const cml__ms a = cml__ms_merge_all(partial + row * splits, splits);
         loss[row] = (a.m - cml__ld<DT>(logits, row * n + tgt)) + logf(a.s);
@@ -93,7 +109,7 @@ template <int DT, int KW>
 static __global__ void __launch_bounds__(1024) ce_bwd_words_kernel(void *dlogits, const float *dloss,
                                                                    const void *logits, const int64_t *targets,
                                                                    long long rows, int n, long long ignore,
-                                                                   unsigned long long *bad) {
+                                                                   ce_bad bad) {
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V;
     __shared__ float red_max[32], red_sum[32];
@@ -105,11 +121,12 @@ static __global__ void __launch_bounds__(1024) ce_bwd_words_kernel(void *dlogits
         const bool ignored = tgt == ignore, is_bad = bad_target(tgt, n, ignore);
         const int nn = valid && !ignored && !is_bad ? n : 0; /* ignored and bad rows are not read */
         const size_t off = (size_t)(valid ? row : 0) * (size_t)n;
+        const float g = nn ? dloss[row] : 0.0f; /* loaded before the row: the latencies overlap */
         uint4 w[KW];
         cml__words_load<DT, KW>(w, (const T *)logits + off, nn, t, G);
         float m, s;
         cml__words_max_sumexp<DT, KW>(w, nn, t, G, red_max, red_sum, m, s);
-        const float ls = logf(s), g = nn ? dloss[row] : 0.0f;
+        const float ls = logf(s);
 #pragma unroll
         for (int k = 0; k < KW; k++) {
             const int c = (k * G + t) * V;
@@ -125,7 +142,7 @@ static __global__ void __launch_bounds__(1024) ce_bwd_words_kernel(void *dlogits
                 *(uint4 *)((T *)dlogits + off + c) = cml__pack16<DT>(v);
             }
         }
-        if (valid && is_bad && t == 0) atomicMin(bad, (unsigned long long)row);
+        if (valid && is_bad && t == 0) flag_bad(bad, row);
     }
 }
 
@@ -135,7 +152,7 @@ template <int DT, bool VEC>
 static __global__ void __launch_bounds__(VEC ? 1024 : 512) ce_bwd_rows_kernel(void *dlogits, const float *dloss,
                                                                   const void *logits, const int64_t *targets,
                                                                   long long rows, int n, long long ignore,
-                                                                  unsigned long long *bad) {
+                                                                  ce_bad bad) {
     typedef typename cml__elem<DT>::type T;
     __shared__ float red_max[32], red_sum[32];
     const int G = blockDim.x, t = threadIdx.x;
@@ -165,7 +182,7 @@ static __global__ void __launch_bounds__(VEC ? 1024 : 512) ce_bwd_rows_kernel(vo
         }
         if (valid) {
             cml__row_store<DT, VEC, E_ROW>((T *)dlogits + off, v, n, t, G);
-            if (is_bad && t == 0) atomicMin(bad, (unsigned long long)row);
+            if (is_bad && t == 0) flag_bad(bad, row);
         }
     }
 }
@@ -174,8 +191,8 @@ static __global__ void __launch_bounds__(VEC ? 1024 : 512) ce_bwd_rows_kernel(vo
 template <int DT>
 static __global__ void __launch_bounds__(CML__SM_THREADS, 4)
     ce_bwd_onepass_kernel(void *dlogits, const float *dloss, const void *logits, const int64_t *targets,
-                          unsigned *sync, cml__ms *states, long long n, int splits, long long ignore,
-                          unsigned long long *bad) {
+                          unsigned *sync, unsigned long long *states, long long n, int splits, long long ignore,
+                          ce_bad bad) {
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V, KW = CML__SM_ONEPASS_KW;
     constexpr long long CH = (long long)CML__SM_THREADS * KW * V;
@@ -192,17 +209,17 @@ static __global__ void __launch_bounds__(CML__SM_THREADS, 4)
     cml__words_load<DT, KW>(w, (const T *)logits + off, nl, t, CML__SM_THREADS);
     float m, s;
     cml__words_max_sumexp<DT, KW>(w, nl, t, CML__SM_THREADS, red_max, red_sum, m, s);
-    if (t == 0) {
-        cml__publish(states + b, cml__ms{m, m == -INFINITY ? 0.0f : s}, sync, row);
-        cml__ms a = {NAN, NAN};
-        if (cml__wait_row(sync, row, (unsigned)splits)) {
-            a = cml__load_cg(states + row * splits);
-            for (int k = 1; k < splits; k++) a = cml__ms_merge(a, cml__load_cg(states + row * splits + k));
+    if (t < 32) {
+        bool ok;
+        cml__ms a = cml__row_merge(sync, states, row, (int)(b % splits), splits,
+                                   cml__ms{m, m == -INFINITY ? 0.0f : s}, cml__ms_init(), cml__ms_merge_fn(), ok);
+        if (!ok) a = cml__ms{NAN, NAN};
+        if (t == 0) {
+            stat[0] = a.m;
+            stat[1] = logf(a.s);
+            stat[2] = ignored ? 0.0f : is_bad ? NAN : dloss[row];
+            if (is_bad && b % splits == 0) flag_bad(bad, row);
         }
-        stat[0] = a.m;
-        stat[1] = logf(a.s);
-        stat[2] = ignored ? 0.0f : is_bad ? NAN : dloss[row];
-        if (is_bad && b % splits == 0) atomicMin(bad, (unsigned long long)row);
     }
     __syncthreads();
     const float M = stat[0], ls = stat[1], g = stat[2];
@@ -228,7 +245,7 @@ template <int DT>
 static __global__ void __launch_bounds__(CML__SM_THREADS)
     ce_bwd_apply_kernel(void *dlogits, const float *dloss, const void *logits, const int64_t *targets,
                         const cml__ms *partial, long long row0, long long n, int splits, long long ignore,
-                        unsigned long long *bad) {
+                        ce_bad bad) {
     typedef typename cml__elem<DT>::type T;
     __shared__ float stat[3];
     __shared__ long long stat_t;
@@ -243,7 +260,7 @@ static __global__ void __launch_bounds__(CML__SM_THREADS)
         stat[2] = ignored ? 0.0f : is_bad ? NAN : dloss[row];
         stat_t = tgt;
         stat_ignored = ignored;
-        if (is_bad && b % splits == 0) atomicMin(bad, (unsigned long long)row);
+        if (is_bad && b % splits == 0) flag_bad(bad, row);
     }
     __syncthreads();
     const float m = stat[0], ls = stat[1], g = stat[2];
@@ -266,35 +283,68 @@ static cml_status launched(const char *fn, const char *kernel, cml_dtype dt, lon
     return cml__cuda_check_launch(fn, kernel, cml_dtype_name(dt), n, grid, block);
 }
 
-/* Workspace: the bad-row flag (set to "none"), then chunk states; returns both. */
-static cml_status ce_workspace(cml_ctx *ctx, const char *fn, size_t state_bytes, unsigned long long **bad,
-                               cml__ms **states) {
-    void *ws = NULL;
-    CML_TRY(cml_ctx_workspace(ctx, &ws, FLAG_BYTES + state_bytes));
-    *bad = (unsigned long long *)ws;
-    *states = (cml__ms *)((char *)ws + FLAG_BYTES);
-    CML_CUDA_TRY(fn, cudaMemsetAsync(ws, 0xFF, sizeof(unsigned long long), cml__stream(ctx)));
+/* The bad-target flag of this host thread on one device (see the top of the file). */
+struct ce_flag {
+    unsigned long long *row; /* device: the lowest bad row, NO_BAD_ROW when none */
+    unsigned *seen;          /* mapped pinned host word, set by a kernel that met a bad target (NULL: none) */
+    unsigned *seen_dev;      /* its device address */
+    bool dirty;              /* row must be reset before the next kernel */
+};
+
+/* This thread's flag for the context's device, allocated on first use; resets it on the stream
+ * when the last call found a bad row (or when there is no host word to say so). */
+static cml_status ce_flag_begin(cml_ctx *ctx, const char *fn, ce_flag **out, ce_bad *bad) {
+    static thread_local ce_flag flags[64];
+    const int d = ctx->device.index;
+    if (d < 0 || d >= 64) return cml__error(CML_ERR_UNSUPPORTED, "%s: CUDA device %d out of range", fn, d);
+    ce_flag *f = &flags[d];
+    if (!f->row) {
+        CML_CUDA_TRY(fn, cudaMalloc((void **)&f->row, sizeof *f->row));
+        f->dirty = true;
+        unsigned *h = nullptr;
+        if (cudaHostAlloc((void **)&h, sizeof *h, cudaHostAllocMapped | cudaHostAllocPortable) == cudaSuccess &&
+            cudaHostGetDevicePointer((void **)&f->seen_dev, h, 0) == cudaSuccess) {
+            *(volatile unsigned *)h = 0u;
+            f->seen = h;
+        } else { /* no mapped memory: reset and copy the flag back on every call */
+            (void)cudaGetLastError();
+            if (h) (void)cudaFreeHost(h);
+            f->seen = f->seen_dev = nullptr;
+        }
+    }
+    if (f->seen && *(volatile unsigned *)f->seen) { /* left set by a call that failed before its check */
+        *(volatile unsigned *)f->seen = 0u;
+        f->dirty = true;
+    }
+    if (f->dirty || !f->seen) {
+        CML_CUDA_TRY(fn, cudaMemsetAsync(f->row, 0xFF, sizeof *f->row, cml__stream(ctx)));
+        f->dirty = false;
+    }
+    *out = f;
+    *bad = ce_bad{f->row, f->seen_dev};
     return CML_OK;
 }
 
-/* Copies the flag back (waiting for the stream) and reports the first bad row, like the CPU.
- * The copy goes through 8 bytes of pinned memory per host thread (allocated once, kept for
- * the process): a pageable copy costs several microseconds more, which every loss pays. */
-static cml_status check_targets(cml_ctx *ctx, const char *fn, const unsigned long long *bad_dev,
-                                const int64_t *targets, int64_t classes, int64_t ignore) {
-    static thread_local unsigned long long *pinned = nullptr;
-    if (!pinned && cudaHostAlloc((void **)&pinned, sizeof *pinned, cudaHostAllocPortable) != cudaSuccess) {
-        (void)cudaGetLastError();
-        pinned = nullptr;
+/* Chunk states in the workspace. */
+static cml_status ce_states(cml_ctx *ctx, size_t bytes, cml__ms **states) {
+    void *ws = NULL;
+    CML_TRY(cml_ctx_workspace(ctx, &ws, bytes > 0 ? bytes : 1));
+    *states = (cml__ms *)ws;
+    return CML_OK;
+}
+
+/* Waits for the stream; where a kernel met a bad target (or there is no host word), copies the
+ * lowest bad row back and reports it, like the CPU. */
+static cml_status check_targets(cml_ctx *ctx, const char *fn, ce_flag *f, const int64_t *targets, int64_t classes,
+                                int64_t ignore) {
+    CML_CUDA_TRY(fn, cudaStreamSynchronize(cml__stream(ctx)));
+    if (f->seen && *(volatile unsigned *)f->seen == 0u) return CML_OK;
+    if (f->seen) {
+        *(volatile unsigned *)f->seen = 0u;
+        f->dirty = true;
     }
-    unsigned long long bad = 0;
-    if (pinned) {
-        CML_CUDA_TRY(fn, cudaMemcpyAsync(pinned, bad_dev, sizeof bad, cudaMemcpyDeviceToHost, cml__stream(ctx)));
-        CML_CUDA_TRY(fn, cudaStreamSynchronize(cml__stream(ctx)));
-        bad = *pinned;
-    } else {
-        CML_TRY(cml__cuda_memcpy(ctx, &bad, bad_dev, sizeof bad, true, fn));
-    }
+    unsigned long long bad = NO_BAD_ROW;
+    CML_TRY(cml__cuda_memcpy(ctx, &bad, f->row, sizeof bad, true, fn));
     if (bad == NO_BAD_ROW) return CML_OK;
     int64_t t = 0;
     CML_TRY(cml__cuda_memcpy(ctx, &t, targets + bad, sizeof t, true, fn));
@@ -314,9 +364,11 @@ static cml_status fwd_launch(cml_ctx *ctx, float *loss, const void *logits, cons
     cudaStream_t st = cml__stream(ctx);
     const int splits = (int)((n + CML__SM_CHUNK - 1) / CML__SM_CHUNK);
     const bool split = rows < 4ll * sm_count(ctx) && splits >= 2;
-    unsigned long long *bad = NULL;
+    ce_flag *flag = NULL;
+    ce_bad bad;
     cml__ms *states = NULL;
-    CML_TRY(ce_workspace(ctx, fn, split ? (size_t)(rows * splits) * sizeof(cml__ms) : 0, &bad, &states));
+    if (split) CML_TRY(ce_states(ctx, (size_t)(rows * splits) * sizeof(cml__ms), &states));
+    CML_TRY(ce_flag_begin(ctx, fn, &flag, &bad));
     if (split) {
         const unsigned grid = (unsigned)(rows * splits);
         cml__softmax_stats_kernel<DT><<<grid, CML__SM_THREADS, 0, st>>>(states, logits, 0, n, splits);
@@ -334,7 +386,7 @@ static cml_status fwd_launch(cml_ctx *ctx, float *loss, const void *logits, cons
         ce_fwd_rows_kernel<DT><<<grid, dim3(G, R), 0, st>>>(loss, logits, targets, rows, n, ignore, bad);
         CML_TRY(launched(fn, "ce_fwd_rows_kernel", (cml_dtype)DT, rows * n, grid, (unsigned)(G * R)));
     }
-    return check_targets(ctx, fn, bad, targets, n, ignore);
+    return check_targets(ctx, fn, flag, targets, n, ignore);
 }
 
 template <int DT>
@@ -343,11 +395,12 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dlogits, const float *dloss, co
     static const char fn[] = "cml_cross_entropy_bwd";
     cudaStream_t st = cml__stream(ctx);
     typedef typename cml__elem<DT>::type T;
-    unsigned long long *bad = NULL;
+    ce_flag *flag = NULL;
+    ce_bad bad;
     cml__ms *states = NULL;
     int KW, G, R;
     if (cml__rows_vec_ok(n, sizeof(T), dlogits, logits, logits) && cml__words_geometry(n, sizeof(T), &KW, &G, &R)) {
-        CML_TRY(ce_workspace(ctx, fn, 0, &bad, &states));
+        CML_TRY(ce_flag_begin(ctx, fn, &flag, &bad));
         const unsigned grid = cml__row_blocks(rows, R);
         if (KW == 4)
             ce_bwd_words_kernel<DT, 4><<<grid, dim3(G, R), 0, st>>>(dlogits, dloss, logits, targets, rows, (int)n,
@@ -356,38 +409,37 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dlogits, const float *dloss, co
             ce_bwd_words_kernel<DT, 8><<<grid, dim3(G, R), 0, st>>>(dlogits, dloss, logits, targets, rows, (int)n,
                                                                     ignore, bad);
         CML_TRY(launched(fn, "ce_bwd_words_kernel", (cml_dtype)DT, rows * n, grid, (unsigned)(G * R)));
-        return check_targets(ctx, fn, bad, targets, n, ignore);
+        return check_targets(ctx, fn, flag, targets, n, ignore);
     }
     if (n <= 512 * E_ROW) {
-        CML_TRY(ce_workspace(ctx, fn, 0, &bad, &states));
+        CML_TRY(ce_flag_begin(ctx, fn, &flag, &bad));
         cml__reg_rows_geometry(n, E_ROW, &G, &R);
         const unsigned grid = cml__row_blocks(rows, R);
         ce_bwd_rows_kernel<DT, false><<<grid, dim3(G, R), 0, st>>>(dlogits, dloss, logits, targets, rows, (int)n,
                                                                    ignore, bad);
         CML_TRY(launched(fn, "ce_bwd_rows_kernel", (cml_dtype)DT, rows * n, grid, (unsigned)(G * R)));
-        return check_targets(ctx, fn, bad, targets, n, ignore);
+        return check_targets(ctx, fn, flag, targets, n, ignore);
     }
     const long long ch1 = (long long)CML__SM_THREADS * CML__SM_ONEPASS_KW * (16 / (long long)sizeof(T));
     const long long osplits = (n + ch1 - 1) / ch1;
     if (cml__rows_vec_ok(n, sizeof(T), dlogits, logits, logits) && rows * osplits < (1ll << 31) &&
         cml__row_sync_fits((const void *)ce_bwd_onepass_kernel<DT>, CML__SM_THREADS, (int)osplits, sm_count(ctx))) {
         void *ws = NULL;
-        const size_t sync_off = FLAG_BYTES, states_off = sync_off + CML__ROW_SYNC_STATES(rows);
-        CML_TRY(cml_ctx_workspace(ctx, &ws, states_off + (size_t)(rows * osplits) * sizeof(cml__ms)));
-        bad = (unsigned long long *)ws;
-        CML_CUDA_TRY(fn, cudaMemsetAsync(ws, 0xFF, sizeof(unsigned long long), st));
-        CML_CUDA_TRY(fn, cudaMemsetAsync((char *)ws + sync_off, 0, (size_t)(rows + 1) * sizeof(unsigned), st));
+        CML_TRY(cml_ctx_workspace(ctx, &ws, cml__row_sync_bytes(rows, osplits)));
+        CML_TRY(ce_flag_begin(ctx, fn, &flag, &bad));
+        CML_CUDA_TRY(fn, cml__row_sync_reset(ws, rows, osplits, st));
         const unsigned grid = (unsigned)(rows * osplits);
         ce_bwd_onepass_kernel<DT><<<grid, CML__SM_THREADS, 0, st>>>(
-            dlogits, dloss, logits, targets, (unsigned *)((char *)ws + sync_off), (cml__ms *)((char *)ws + states_off),
-            n, (int)osplits, ignore, bad);
+            dlogits, dloss, logits, targets, (unsigned *)ws, cml__row_sync_slots(ws, rows), n, (int)osplits, ignore,
+            bad);
         CML_TRY(launched(fn, "ce_bwd_onepass_kernel", (cml_dtype)DT, rows * n, grid, CML__SM_THREADS));
-        return check_targets(ctx, fn, bad, targets, n, ignore);
+        return check_targets(ctx, fn, flag, targets, n, ignore);
     }
     const int splits = (int)((n + CML__SM_CHUNK - 1) / CML__SM_CHUNK);
     const long long batch = cml__sm_batch_rows(ctx, n * (long long)sizeof(T));
     const long long nb = batch < rows ? batch : rows;
-    CML_TRY(ce_workspace(ctx, fn, (size_t)(nb * splits) * sizeof(cml__ms), &bad, &states));
+    CML_TRY(ce_states(ctx, (size_t)(nb * splits) * sizeof(cml__ms), &states));
+    CML_TRY(ce_flag_begin(ctx, fn, &flag, &bad));
     for (long long r0 = 0; r0 < rows; r0 += nb) {
         const unsigned grid = (unsigned)((rows - r0 < nb ? rows - r0 : nb) * splits);
         cml__softmax_stats_kernel<DT><<<grid, CML__SM_THREADS, 0, st>>>(states, logits, r0, n, splits);
@@ -396,7 +448,7 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dlogits, const float *dloss, co
                                                                   splits, ignore, bad);
         CML_TRY(launched(fn, "ce_bwd_apply_kernel", (cml_dtype)DT, rows * n, grid, CML__SM_THREADS));
     }
-    return check_targets(ctx, fn, bad, targets, n, ignore);
+    return check_targets(ctx, fn, flag, targets, n, ignore);
 }
 
 /* ---- entry points (arguments validated by src/kernels/cross_entropy.c) ------------------------------ */

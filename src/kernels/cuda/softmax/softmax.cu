@@ -10,7 +10,7 @@
  *   as floats; backward (two rows, dy and y): aligned rows as 4 words each (up
  *   to 16384 f32 or 32768 bf16/f16), others up to 16384 as 16 floats each;
  * - longer aligned rows: one pass, a chunk per block, the chunks' statistics
- *   merged in chunk order across the row's blocks (common/row_sync.cuh);
+ *   merged in a fixed order by each of the row's blocks (common/row_sync.cuh);
  * - longer unaligned rows: the two-pass chunk path of softmax_common.cuh.
  * Columns (inner > 1): one thread per (outer, column), walking the column in
  * order (coalesced across columns), three passes like the CPU.
@@ -177,7 +177,8 @@ static __global__ void __launch_bounds__(1024) softmax_bwd_words_kernel(void *dx
 /* Chunk = 256 threads x KW words. Forward: the chunk's (max, sum of exp), merged over the row. */
 template <int DT>
 static __global__ void __launch_bounds__(CML__SM_THREADS, 4)
-    softmax_fwd_onepass_kernel(void *y, const void *x, unsigned *sync, cml__ms *states, long long n, int splits,
+    softmax_fwd_onepass_kernel(void *y, const void *x, unsigned *sync, unsigned long long *states, long long n,
+                               int splits,
                                bool log) {
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V, KW = CML__SM_ONEPASS_KW;
@@ -192,15 +193,16 @@ static __global__ void __launch_bounds__(CML__SM_THREADS, 4)
     cml__words_load<DT, KW>(w, (const T *)x + off, nn, t, CML__SM_THREADS);
     float m, s;
     cml__words_max_sumexp<DT, KW>(w, nn, t, CML__SM_THREADS, red_max, red_sum, m, s);
-    if (t == 0) {
-        cml__publish(states + b, cml__ms{m, m == -INFINITY ? 0.0f : s}, sync, row); /* an all -inf chunk adds 0 */
-        cml__ms a = {NAN, NAN};
-        if (cml__wait_row(sync, row, (unsigned)splits)) {
-            a = cml__load_cg(states + row * splits);
-            for (int k = 1; k < splits; k++) a = cml__ms_merge(a, cml__load_cg(states + row * splits + k));
+    if (t < 32) {
+        bool ok;
+        cml__ms a = cml__row_merge(sync, states, row, (int)(b % splits), splits,
+                                   cml__ms{m, m == -INFINITY ? 0.0f : s} /* an all -inf chunk adds 0 */,
+                                   cml__ms_init(), cml__ms_merge_fn(), ok);
+        if (!ok) a = cml__ms{NAN, NAN};
+        if (t == 0) {
+            stat[0] = a.m;
+            stat[1] = log ? logf(a.s) : 1.0f / a.s;
         }
-        stat[0] = a.m;
-        stat[1] = log ? logf(a.s) : 1.0f / a.s;
     }
     __syncthreads();
     const float M = stat[0], K = stat[1];
@@ -220,7 +222,8 @@ static __global__ void __launch_bounds__(CML__SM_THREADS, 4)
 /* Backward: dy and y as 4 words per thread each; the chunk's sum(dy y) (log: sum(dy)). */
 template <int DT>
 static __global__ void __launch_bounds__(CML__SM_THREADS, 4)
-    softmax_bwd_onepass_kernel(void *dx, const void *dy, const void *y, unsigned *sync, float *states, long long n,
+    softmax_bwd_onepass_kernel(void *dx, const void *dy, const void *y, unsigned *sync, unsigned long long *states,
+                               long long n,
                                int splits, bool log) {
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V, KW = 4;
@@ -244,14 +247,10 @@ static __global__ void __launch_bounds__(CML__SM_THREADS, 4)
         for (int u = 0; u < V; u++) d += log ? g[u] : g[u] * p[u];
     }
     d = cml__group_allreduce(d, CML__SM_THREADS, red, cml__sum_op());
-    if (t == 0) {
-        cml__publish(states + b, d, sync, row);
-        float a = NAN;
-        if (cml__wait_row(sync, row, (unsigned)splits)) {
-            a = cml__load_cg(states + row * splits);
-            for (int k = 1; k < splits; k++) a += cml__load_cg(states + row * splits + k);
-        }
-        stat = a;
+    if (t < 32) {
+        bool ok;
+        const float a = cml__row_merge(sync, states, row, (int)(b % splits), splits, d, 0.0f, cml__sum_op(), ok);
+        if (t == 0) stat = ok ? a : NAN;
     }
     __syncthreads();
     const float D = stat;
@@ -416,11 +415,11 @@ static cml_status fwd_launch(cml_ctx *ctx, void *y, const void *x, long long out
     if (vec && rows * osplits < (1ll << 31) &&
         cml__row_sync_fits((const void *)softmax_fwd_onepass_kernel<DT>, CML__SM_THREADS, (int)osplits, sm_count(ctx))) {
         void *ws = NULL;
-        CML_TRY(cml_ctx_workspace(ctx, &ws, CML__ROW_SYNC_STATES(rows) + (size_t)(rows * osplits) * sizeof(cml__ms)));
-        CML_CUDA_TRY(fn, cudaMemsetAsync(ws, 0, (size_t)(rows + 1) * sizeof(unsigned), st));
+        CML_TRY(cml_ctx_workspace(ctx, &ws, cml__row_sync_bytes(rows, osplits)));
+        CML_CUDA_TRY(fn, cml__row_sync_reset(ws, rows, osplits, st));
         const unsigned grid = (unsigned)(rows * osplits);
         softmax_fwd_onepass_kernel<DT><<<grid, CML__SM_THREADS, 0, st>>>(
-            y, x, (unsigned *)ws, (cml__ms *)((char *)ws + CML__ROW_SYNC_STATES(rows)), n, (int)osplits, log);
+            y, x, (unsigned *)ws, cml__row_sync_slots(ws, rows), n, (int)osplits, log);
         return launched(fn, "softmax_fwd_onepass_kernel", (cml_dtype)DT, rows * n, grid, CML__SM_THREADS);
     }
     const int splits = (int)((n + CML__SM_CHUNK - 1) / CML__SM_CHUNK);
@@ -468,11 +467,11 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, const void *dy, const void 
     if (cml__rows_vec_ok(n, sizeof(typename cml__elem<DT>::type), dx, dy, y) && rows * osplits < (1ll << 31) &&
         cml__row_sync_fits((const void *)softmax_bwd_onepass_kernel<DT>, CML__SM_THREADS, (int)osplits, sm_count(ctx))) {
         void *ws = NULL;
-        CML_TRY(cml_ctx_workspace(ctx, &ws, CML__ROW_SYNC_STATES(rows) + (size_t)(rows * osplits) * sizeof(float)));
-        CML_CUDA_TRY(fn, cudaMemsetAsync(ws, 0, (size_t)(rows + 1) * sizeof(unsigned), st));
+        CML_TRY(cml_ctx_workspace(ctx, &ws, cml__row_sync_bytes(rows, osplits)));
+        CML_CUDA_TRY(fn, cml__row_sync_reset(ws, rows, osplits, st));
         const unsigned grid = (unsigned)(rows * osplits);
         softmax_bwd_onepass_kernel<DT><<<grid, CML__SM_THREADS, 0, st>>>(
-            dx, dy, y, (unsigned *)ws, (float *)((char *)ws + CML__ROW_SYNC_STATES(rows)), n, (int)osplits, log);
+            dx, dy, y, (unsigned *)ws, cml__row_sync_slots(ws, rows), n, (int)osplits, log);
         return launched(fn, "softmax_bwd_onepass_kernel", (cml_dtype)DT, rows * n, grid, CML__SM_THREADS);
     }
     const int splits = (int)((n + CML__SM_CHUNK - 1) / CML__SM_CHUNK);

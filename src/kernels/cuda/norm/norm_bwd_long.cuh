@@ -1,0 +1,216 @@
+/* LayerNorm / RMSNorm backward over long 16-byte aligned rows, in one
+ * kernel that reads x and dy once and writes dx once, dgamma/dbeta included
+ * (layernorm_bwd.cu, rmsnorm_bwd.cu).
+ *
+ * Each row is cut into chunks of 256 threads x 4 words (4096 f32 / 8192
+ * bf16/f16 columns), one block per chunk. Blocks come in Q groups of `splits`
+ * blocks (one per chunk), each group walking its rows q, q + Q, q + 2Q, ... in
+ * lock step: for every row a block adds its chunk's dgamma (dy xhat) and
+ * dbeta (dy) terms into per-thread accumulators in shared memory (a thread
+ * owns the same columns in every row), reduces the chunk's row sums
+ * (LayerNorm: sum g and sum g xhat with g = dy gamma; RMSNorm: sum g xhat),
+ * issues the loads of its next row, publishes the sums, waits for the row's
+ * other chunks and merges them in a fixed order (common/row_sync.cuh), then
+ * writes dx from registers; the next row's x and dy arrive meanwhile. At the
+ * end each block writes its accumulators as one partial row of its group,
+ * (Q, 2, C) for LayerNorm, (Q, C) for RMSNorm, which the files' partial-sum
+ * kernels add in group order. Q is what fits on the GPU at once (two blocks
+ * per SM over splits), so the partials add 8 Q C bytes (LayerNorm), a few
+ * percent of the traffic, where the previous column pass read x and dy a
+ * second time (5 streams instead of 3: at most 60% of the copy bandwidth,
+ * measured 35-45%). A row of one chunk (splits = 1) needs no row sync.
+ *
+ * Blocks take their (group, chunk) from a ticket in start order, so a group's
+ * blocks are consecutive tickets and every group whose tickets are all out
+ * runs to its end without waiting on another group: the grid makes progress
+ * whenever one group fits (the host checks 2 x splits <= resident blocks;
+ * row_sync.cuh). Deterministic: every sum has a fixed order (the per-thread
+ * accumulators add rows in row order, the merges follow row_sync.cuh, the
+ * partials are added in group order), whatever block got whichever ticket.
+ * dx may alias dy: a block reads its chunk of a row before writing it, and no
+ * other block touches that chunk. */
+#ifndef CML_KERNELS_CUDA_NORM_NORM_BWD_LONG_CUH
+#define CML_KERNELS_CUDA_NORM_NORM_BWD_LONG_CUH
+
+#include "kernels/cuda/common/row_sync.cuh"
+#include "kernels/cuda/common/rows.cuh"
+
+#define NBL_THREADS 256
+#define NBL_KW 4 /* 16-byte words per thread, tensor and row: chunks of 4096 f32 / 8192 bf16 columns */
+
+/* Columns per block (chunk) and dgamma/dbeta accumulator bytes (shared memory) per block. */
+template <int DT> struct nbl_dims {
+    static constexpr int V = cml__words<DT>::V, E = NBL_KW * V, CH = NBL_THREADS * E;
+};
+template <int DT, bool LN> static inline size_t nbl_smem(void) {
+    return (size_t)(LN ? 2 : 1) * nbl_dims<DT>::E * NBL_THREADS * sizeof(float);
+}
+
+struct nbl_sum2 {
+    __device__ __forceinline__ float2 operator()(float2 a, float2 b) const { return make_float2(a.x + b.x, a.y + b.y); }
+};
+
+/* Registers: the current row's x and dy (2 x 4 words) and the next row's (prefetched while the
+ * row's chunks meet), under 128 (2 blocks per SM: 128 KB of loads in flight per SM). The
+ * dgamma/dbeta accumulators live in shared memory, thread-private ([e][thread]: no bank
+ * conflicts, no barrier), gamma is re-read per row from L1. */
+template <int DT, bool LN>
+static __global__ void __launch_bounds__(NBL_THREADS, 2)
+    nbl_kernel(void *dx, float *part, const void *dy, const void *x, const void *gamma, const float *mean,
+               const float *rstd, unsigned *sync, unsigned long long *states, long long rows, long long C, int splits,
+               int groups) {
+    typedef typename cml__elem<DT>::type T;
+    constexpr int V = nbl_dims<DT>::V, KW = NBL_KW, E = nbl_dims<DT>::E, CH = nbl_dims<DT>::CH;
+    extern __shared__ float acc[]; /* [LN ? 2 : 1][E][NBL_THREADS]: dgamma terms, then dbeta terms */
+    __shared__ float2 red[2][32];
+    __shared__ float2 stat;
+    const int t = threadIdx.x;
+    const unsigned b = cml__take_ticket(sync);
+    const int q = (int)(b / (unsigned)splits), chunk = (int)(b % (unsigned)splits);
+    const long long lo = (long long)chunk * CH;
+    const int nn = (int)(C - lo < CH ? C - lo : CH);
+    const T *gw = gamma ? (const T *)gamma + lo : nullptr;
+#pragma unroll
+    for (int e = 0; e < E * (LN ? 2 : 1); e++) acc[e * NBL_THREADS + t] = 0.0f;
+    uint4 wx[KW], wd[KW];
+    long long row = q;
+    cml__words_load<DT, KW>(wx, (const T *)x + (size_t)row * (size_t)C + lo, row < rows ? nn : 0, t, NBL_THREADS);
+    cml__words_load<DT, KW>(wd, (const T *)dy + (size_t)row * (size_t)C + lo, row < rows ? nn : 0, t, NBL_THREADS);
+    int parity = 0;
+    for (; row < rows; row += groups) {
+        const float m = LN ? mean[row] : 0.0f, r = rstd[row];
+        float2 s = make_float2(0.0f, 0.0f);
+#pragma unroll
+        for (int k = 0; k < KW; k++) {
+            const int c = (k * NBL_THREADS + t) * V;
+            if (c < nn) {
+                float xv[V], gv[V], gm[V];
+                cml__unpack16<DT>(wx[k], xv);
+                cml__unpack16<DT>(wd[k], gv);
+                if (gw) cml__unpack16<DT>(__ldg((const uint4 *)(gw + c)), gm);
+#pragma unroll
+                for (int u = 0; u < V; u++) {
+                    const float xh = (xv[u] - m) * r, g = gw ? gv[u] * gm[u] : gv[u];
+                    s.x += g;
+                    s.y += g * xh;
+                    acc[(k * V + u) * NBL_THREADS + t] += gv[u] * xh;
+                    if (LN) acc[(E + k * V + u) * NBL_THREADS + t] += gv[u];
+                }
+            }
+        }
+        if (LN) {
+            s = cml__group_allreduce_sum2(s, NBL_THREADS, red[parity]);
+        } else {
+            s.y = cml__group_allreduce(s.y, NBL_THREADS, (float *)red[parity], cml__sum_op());
+            s.x = 0.0f;
+        }
+        parity ^= 1;
+        /* the next row of this group: its loads fly while the row's chunks meet and dx is written */
+        const long long nrow = row + groups;
+        uint4 nx[KW], nd[KW];
+        cml__words_load<DT, KW>(nx, (const T *)x + (size_t)(nrow < rows ? nrow : row) * (size_t)C + lo,
+                                nrow < rows ? nn : 0, t, NBL_THREADS);
+        cml__words_load<DT, KW>(nd, (const T *)dy + (size_t)(nrow < rows ? nrow : row) * (size_t)C + lo,
+                                nrow < rows ? nn : 0, t, NBL_THREADS);
+        float mg, mgx;
+        if (splits == 1) {
+            mg = s.x / (float)C;
+            mgx = s.y / (float)C;
+        } else {
+            if (t < 32) {
+                bool ok;
+                const float2 a = cml__row_merge(sync, states, row, chunk, splits, s, make_float2(0.0f, 0.0f),
+                                                nbl_sum2(), ok);
+                if (t == 0) stat = ok ? make_float2(a.x / (float)C, a.y / (float)C) : make_float2(NAN, NAN);
+            }
+            __syncthreads();
+            mg = stat.x;
+            mgx = stat.y;
+        }
+#pragma unroll
+        for (int k = 0; k < KW; k++) {
+            const int c = (k * NBL_THREADS + t) * V;
+            if (c < nn) {
+                float xv[V], gv[V], gm[V];
+                cml__unpack16<DT>(wx[k], xv);
+                cml__unpack16<DT>(wd[k], gv);
+                if (gw) cml__unpack16<DT>(__ldg((const uint4 *)(gw + c)), gm);
+#pragma unroll
+                for (int u = 0; u < V; u++) {
+                    const float xh = (xv[u] - m) * r, g = gw ? gv[u] * gm[u] : gv[u];
+                    xv[u] = LN ? r * (g - mg - xh * mgx) : r * (g - xh * mgx);
+                }
+                *(uint4 *)((T *)dx + (size_t)row * (size_t)C + lo + c) = cml__pack16<DT>(xv);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < KW; k++) wx[k] = nx[k], wd[k] = nd[k];
+    }
+    if (!part) return;
+    float *pg = part + (size_t)q * (LN ? 2 : 1) * (size_t)C + lo;
+#pragma unroll
+    for (int k = 0; k < KW; k++) {
+        const int c = (k * NBL_THREADS + t) * V;
+        if (c < nn)
+#pragma unroll
+            for (int u = 0; u < V; u++) {
+                pg[c + u] = acc[(k * V + u) * NBL_THREADS + t];
+                if (LN) pg[C + c + u] = acc[(E + k * V + u) * NBL_THREADS + t];
+            }
+    }
+}
+
+/* Host: the launch geometry, or false when the kernel cannot be used (a group of splits blocks
+ * does not fit twice on the GPU). groups = Q (at most rows). Sets the kernel's shared-memory
+ * limit (on the current device). */
+template <int DT, bool LN>
+static inline bool nbl_geometry(long long rows, long long C, int sms, int *splits, int *groups) {
+    const size_t smem = nbl_smem<DT, LN>();
+    if (cudaFuncSetAttribute(nbl_kernel<DT, LN>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
+        cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    const long long CH = nbl_dims<DT>::CH;
+    if (C > CH * 65535 || rows <= 0) return false;
+    const long long sp = (C + CH - 1) / CH;
+    if (!cml__row_sync_fits((const void *)nbl_kernel<DT, LN>, NBL_THREADS, (int)sp, sms, smem)) return false;
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, nbl_kernel<DT, LN>, NBL_THREADS, smem) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    long long q = (long long)per_sm * sms / sp;
+    if (q < 1) q = 1;
+    if (q > rows) q = rows;
+    if (q * sp >= (1ll << 31)) return false;
+    *splits = (int)sp;
+    *groups = (int)q;
+    return true;
+}
+
+/* CML_NORM_BWD_FUSED (read once): 0 = never this kernel (the previous paths, for A/B runs),
+ * all = also for rows the register-row kernels take; otherwise (default) rows longer than those. */
+static inline int nbl_mode(void) {
+    static int mode = -1;
+    if (mode < 0) {
+        const char *e = getenv("CML_NORM_BWD_FUSED");
+        mode = e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "all") == 0 ? 2 : 1;
+    }
+    return mode;
+}
+
+/* Whether rows short enough for the register-row kernels still go here: 16-bit rows of
+ * 4097..8192 elements, one chunk (no row sync), where the register-row kernels hold one 16-byte
+ * word per thread and tensor and reached 60-66% at 16384x8192 against 70-86% here (device
+ * run 2; at 4096 columns, half a chunk, the register rows were faster: 1451 vs 1132 GB/s). */
+template <int DT> static inline bool nbl_short(long long C) {
+    return sizeof(typename cml__elem<DT>::type) == 2 && C > 4096 && C <= nbl_dims<DT>::CH;
+}
+
+/* Workspace: the row-sync area (row_sync.cuh), then (at this offset) the partial rows. */
+static inline size_t nbl_part_off(long long rows, int splits) {
+    return (cml__row_sync_bytes(rows, splits) + 255) / 256 * 256;
+}
+
+#endif
