@@ -10,8 +10,12 @@
  * still hold the poison; results within the dtype's norm-wise tolerance
  * (f32 1e-5, 16-bit 1e-2; lse 1e-5). The backward is fed the reference's O
  * (rounded to the dtype) and lse, so its error is its own.
- * Then head dims the CUDA path refuses, and timings (informational) at
- * B=4, H=16, S=1024, D=64. Exits 77 ("skipped") without a GPU. */
+ * Then forward-only problems for the Hopper path (sm90: D 64/128/256, S 1..4097, GQA,
+ * S_q != S_kv, the three TMA-compatible layouts, bf16 and f16): the test prints how many
+ * forward cases took the sm90 path, checks through its launch counter that exactly the
+ * cases it predicts ran there (twice each: O and lse poisoned, bitwise equal), and fails on
+ * an sm_90 device when none did. Then head dims the CUDA path refuses, and timings
+ * (informational) at B=4, H=16, S=1024, D=64. Exits 77 ("skipped") without a GPU. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <time.h>
 
@@ -23,7 +27,12 @@ int main(void) {
     return 77;
 }
 #else
+#include "kernels/cuda/attention/attention_sm90.h"
 #include "kernels/cuda/cuda_kernels.h"
+
+/* forward cases through the public entry point, those predicted on the sm90 path, and the
+ * sm90 launches seen for them */
+static int n_fwd_auto, n_fwd_sm90, n_fwd_sm90_runs;
 
 /* ---- placements: element (b, s, h, d) at b st[0] + s st[1] + h st[2] + d ------------------------- */
 
@@ -69,6 +78,7 @@ typedef struct problem {
     void *o_in;             /* o rounded to the dtype, placed like O: the backward's input */
     float *lse_in;          /* lse as f32 */
     double *dq, *dk, *dv;   /* backward reference, (B, S, H, D) */
+    bool fwd_only;          /* no backward, no SIMT run */
 } problem;
 
 static int64_t visible(const cml_attention_desc *d, int64_t i) {
@@ -232,14 +242,36 @@ static void run_path(const problem *pr, int path, const char *tag) {
         upload(g.k, pr->k, nk);
         upload(g.v, pr->v, nv);
         upload(g.dout, pr->dout, no);
-        /* forward: O and lse poisoned, twice, bitwise equal */
-        GPU_TWICE(what, g.o, no, got, run_fwd(path, pr, &g));
+        /* forward: O and lse poisoned, twice, bitwise equal; the path it took */
+        const char *fpath = path == PATH_SIMT ? "simt" : cml__attention_fwd_cuda_path_name(gctx, d, g.o, g.q, g.k, g.v);
+        const long long runs0 = cml__attention_fwd_sm90_runs();
+        unsigned char *got2 = malloc(no);
+        float *lse2 = malloc(nl);
+        for (int r = 0; r < 2; r++) {
+            poison(g.o, no);
+            poison(g.lse, nl);
+            CHECK_OK(run_fwd(path, pr, &g));
+            download(r ? got2 : got, g.o, no);
+            download(r ? lse2 : lse, g.lse, nl);
+        }
+        CHECK_MSG(memcmp(got, got2, no) == 0 && memcmp(lse, lse2, nl) == 0, "%s fwd (%s): a repeat run differs", what,
+                  fpath);
+        free(got2);
+        free(lse2);
+        const long long sm90_runs = cml__attention_fwd_sm90_runs() - runs0;
+        if (path == PATH_AUTO) {
+            const bool sm90 = strcmp(fpath, "sm90") == 0;
+            n_fwd_auto++;
+            n_fwd_sm90 += sm90;
+            n_fwd_sm90_runs += sm90 && sm90_runs == 2;
+            CHECK_MSG(sm90_runs == (sm90 ? 2 : 0), "%s fwd: predicted path %s, but %lld sm90 launches for 2 runs", what,
+                      fpath, sm90_runs);
+        }
         double tol = dt == CML_F32 ? 1e-5 : 1e-2;
         char w2[240];
-        snprintf(w2, sizeof w2, "%s fwd O", what);
+        snprintf(w2, sizeof w2, "%s fwd (%s) O", what, fpath);
         compare_placed(w2, got, &pr->po, dt, pr->o, B, Sq, Hq, D, tol);
         check_gaps(w2, got, &pr->po, es, B, Sq, Hq, D);
-        download(lse, g.lse, nl);
         double num = 0, den = 0;
         bool lse_ok = true;
         for (int64_t r = 0; r < B * Hq * Sq && lse_ok; r++) {
@@ -249,8 +281,9 @@ static void run_path(const problem *pr, int path, const char *tag) {
             den += lse_want[r] * lse_want[r];
         }
         CHECK_MSG(lse_ok, "%s fwd: an lse is not finite where the reference's is", what);
-        CHECK_MSG(sqrt(num / (den > 0 ? den : 1)) <= 1e-5, "%s fwd lse: relative error %.3g", what,
+        CHECK_MSG(sqrt(num / (den > 0 ? den : 1)) <= 1e-5, "%s fwd (%s) lse: relative error %.3g", what, fpath,
                   sqrt(num / (den > 0 ? den : 1)));
+        if (pr->fwd_only) goto done;
         /* backward from the reference's O and lse */
         upload(g.o, pr->o_in, no);
         upload(g.lse, pr->lse_in, nl);
@@ -280,6 +313,7 @@ static void run_path(const problem *pr, int path, const char *tag) {
             free(again[t]);
         }
     }
+done:
     dev_free(g.q, nq), dev_free(g.k, nk), dev_free(g.v, nv), dev_free(g.o, no), dev_free(g.dout, no);
     dev_free(g.dq, nq), dev_free(g.dk, nk), dev_free(g.dv, nv), dev_free(g.lse, nl);
     free(got);
@@ -290,9 +324,10 @@ typedef struct shape {
     int64_t B, Hq, Hkv, Sq, Skv, D;
 } shape;
 
-static void run_problem(const shape *sh, bool causal, cml_dtype dt, int layout) {
+static void run_problem_opt(const shape *sh, bool causal, cml_dtype dt, int layout, bool fwd_only) {
     problem pr;
     memset(&pr, 0, sizeof pr);
+    pr.fwd_only = fwd_only;
     pr.d = cml_attention_desc_bshd(sh->B, sh->Sq, sh->Skv, sh->Hq, sh->Hkv, sh->D, causal, dt);
     pr.d.scale *= 1.5f; /* not the default, and sharper distributions */
     pr.pq = make_place(layout, sh->B, sh->Sq, sh->Hq, sh->D);
@@ -325,16 +360,20 @@ static void run_problem(const shape *sh, bool causal, cml_dtype dt, int layout) 
                     cml_dtype_store(pr.o_in, dt, at(&pr.po, b, s, h) + c,
                                     (float)pr.o[((b * sh->Sq + s) * sh->Hq + h) * sh->D + c]);
     for (int64_t r = 0; r < rows; r++) pr.lse_in[r] = (float)pr.lse[r];
-    reference_bwd(&pr);
+    if (!fwd_only) reference_bwd(&pr);
     char tag[64];
     snprintf(tag, sizeof tag, "%s %s", LAYOUT_NAME[layout], dt == CML_F32 ? "simt" : "auto");
     run_path(&pr, PATH_AUTO, tag);
-    if (dt != CML_F32) {
+    if (dt != CML_F32 && !fwd_only) {
         snprintf(tag, sizeof tag, "%s simt", LAYOUT_NAME[layout]);
         run_path(&pr, PATH_SIMT, tag);
     }
     free(pr.q), free(pr.k), free(pr.v), free(pr.dout), free(pr.o_in), free(pr.o), free(pr.lse), free(pr.lse_in);
     free(pr.dq), free(pr.dk), free(pr.dv);
+}
+
+static void run_problem(const shape *sh, bool causal, cml_dtype dt, int layout) {
+    run_problem_opt(sh, causal, dt, layout, false);
 }
 
 /* ---- the sweep ------------------------------------------------------------------------------- */
@@ -373,6 +412,34 @@ static void test_layouts(void) {
     const shape sh = {2, 4, 2, 65, 67, 64};
     for (int layout = 0; layout < N_LAYOUTS; layout++)
         for (int di = 0; di < n_test_dtypes(); di++) run_problem(&sh, layout % 2 == 1, TEST_DTYPES[di], layout);
+}
+
+/* Forward-only problems for the Hopper path: the shapes of issue 6 (D 64/128/256, odd S up to
+ * 4097, GQA and MQA, S_q != S_kv both ways, causal rows that see no key), bf16 and f16, in the
+ * layouts TMA takes ([B,S,H,D], [B,H,S,D], padded with 16-byte strides). Under the sanitizer
+ * only those up to 300 long, bf16. */
+static const shape SM90_SHAPES[] = {
+    {1, 2, 2, 1, 1, 128},     {2, 4, 2, 77, 77, 64},    {1, 4, 1, 1000, 1000, 128}, {2, 2, 2, 77, 300, 128},
+    {1, 4, 2, 300, 77, 64},   {1, 2, 2, 1000, 1000, 256}, {1, 2, 1, 129, 1025, 256}, {3, 2, 1, 513, 513, 128},
+    {1, 1, 1, 4097, 4097, 64}, /* causal only */
+};
+enum { N_SM90_SHAPES = sizeof SM90_SHAPES / sizeof SM90_SHAPES[0] };
+
+static void test_sm90_fwd(void) {
+    const bool san = under_sanitizer();
+    static const int layouts[3] = {LAYOUT_BSHD, LAYOUT_BHSD, LAYOUT_BSHD_PAD8};
+    int k = 0;
+    for (int s = 0; s < N_SM90_SHAPES; s++)
+        for (int di = 1; di < (san ? 2 : N_TEST_DTYPES); di++)
+            for (int causal = 0; causal < 2; causal++) {
+                const shape *sh = &SM90_SHAPES[s];
+                if (san && (sh->Sq > 300 || sh->Skv > 300)) continue;
+                if (s == N_SM90_SHAPES - 1 && !causal) continue;
+                int before = th_failed_checks;
+                run_problem_opt(sh, causal, TEST_DTYPES[di], layouts[k++ % 3], true);
+                if (th_failed_checks != before)
+                    printf("  (sm90 shape %d, %s, causal %d failed)\n", s, cml_dtype_name(TEST_DTYPES[di]), causal);
+            }
 }
 
 /* Head dims beyond 256 are refused on CUDA with a message; the mma entry refuses f32. */
@@ -426,9 +493,11 @@ static void test_timing(void) {
             double flops = 4.0 * (double)(B * H) * (double)S * (double)S * (double)D * (causal ? 0.5 : 1.0);
             for (int path = dt == CML_F32 ? PATH_SIMT : PATH_AUTO; path <= PATH_SIMT; path++) {
                 double tf = time_calls(path, false, &pr, &g, 20), tb = time_calls(path, true, &pr, &g, 10);
-                printf("  timing %s %s B=%lld H=%lld S=%lld D=%lld %s: fwd %.3f ms %.1f TFLOP/s, bwd %.3f ms %.1f "
+                const char *pname =
+                    path == PATH_SIMT ? "simt" : cml__attention_fwd_cuda_path_name(gctx, &pr.d, g.o, g.q, g.k, g.v);
+                printf("  timing %-4s %s B=%lld H=%lld S=%lld D=%lld %s: fwd %.3f ms %.1f TFLOP/s, bwd %.3f ms %.1f "
                        "TFLOP/s\n",
-                       path == PATH_SIMT ? "simt" : "mma ", cml_dtype_name(dt), (long long)B, (long long)H,
+                       pname, cml_dtype_name(dt), (long long)B, (long long)H,
                        (long long)S, (long long)D, causal ? "causal" : "full", tf * 1e3, flops / tf * 1e-12,
                        tb * 1e3, 2.5 * flops / tb * 1e-12);
             }
@@ -444,8 +513,14 @@ int main(void) {
     if (rc) return rc;
     RUN(test_sweep);
     RUN(test_layouts);
+    RUN(test_sm90_fwd);
     RUN(test_unsupported);
     RUN(test_timing);
+    const bool hopper = cml__cuda_arch(0) == 90;
+    printf("sm90 forward path: %d of %d forward cases through cml_attention_fwd predicted sm90, %d ran there "
+           "(device sm_%d)\n", n_fwd_sm90, n_fwd_auto, n_fwd_sm90_runs, cml__cuda_arch(0));
+    CHECK_MSG(!hopper || n_fwd_sm90 > 0, "an sm_90 device, but no forward case took the sm90 path");
+    CHECK_MSG(n_fwd_sm90_runs == n_fwd_sm90, "%d cases predicted sm90, %d ran there", n_fwd_sm90, n_fwd_sm90_runs);
     return th_finish();
 }
 #endif

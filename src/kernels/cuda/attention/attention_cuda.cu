@@ -3,14 +3,18 @@
  *
  * Paths (each handles the whole problem, bitwise deterministic, never an
  * S_q x S_kv matrix in memory):
+ *   - sm90 (attention_fwd_sm90.cu, forward only): wgmma + TMA, FlashAttention-3 style, on
+ *     sm_90 for f16/bf16, D = 64, 128, 256 and TMA-compatible strides and pointers
+ *     (attention_sm90.h); everything else goes on down this list;
  *   - mma (attention_fwd_mma.cu, attention_bwd_mma.cu): FlashAttention-2 tiling
  *     on mma.sync m16n8k16 tensor cores, for f16/bf16 on sm_80 and later,
  *     D <= 256 forward and D <= 128 backward;
  *   - simt (attention_fwd_simt.cu, attention_bwd_simt.cu): the same tiling in
  *     exact f32 on CUDA cores, for every dtype and D <= 256: f32 inputs, and
  *     whatever the mma path does not take.
- * The Hopper wgmma/TMA path will go first in this list when it lands. */
+ */
 #include "kernels/cuda/attention/attention_common.cuh"
+#include "kernels/cuda/attention/attention_sm90.h"
 
 #include <limits.h>
 
@@ -116,8 +120,17 @@ extern "C" bool cml__attention_mma_takes(const cml_ctx *ctx, const cml_attention
     return cml__cuda_arch(ctx->device.index) >= 80;
 }
 
+extern "C" const char *cml__attention_fwd_cuda_path_name(const cml_ctx *ctx, const cml_attention_desc *desc,
+                                                         const void *O, const void *Q, const void *K, const void *V) {
+    if (cml__attention_fwd_sm90_takes(ctx, desc, O, Q, K, V)) return "sm90";
+    return cml__attention_mma_takes(ctx, desc, false) ? "mma" : "simt";
+}
+
 extern "C" cml_status cml__attention_fwd_cuda(cml_ctx *ctx, const cml_attention_desc *desc, void *O, float *lse,
                                               const void *Q, const void *K, const void *V) {
+    bool taken = false;
+    cml_status st = cml__attention_fwd_sm90(ctx, desc, O, lse, Q, K, V, &taken);
+    if (taken || st != CML_OK) return st;
     if (cml__attention_mma_takes(ctx, desc, false)) return cml__attention_fwd_mma(ctx, desc, O, lse, Q, K, V);
     return cml__attention_fwd_simt(ctx, desc, O, lse, Q, K, V);
 }

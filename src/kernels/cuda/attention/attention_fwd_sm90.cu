@@ -1,0 +1,170 @@
+/* The Hopper attention forward behind cml_attention_fwd (see attention_sm90.h): tensor maps,
+ * the per-head-dim configuration, the launch. The kernels are in attention_fwd_sm90.cuh;
+ * dev/attention_sm90/README.md has the measurements behind the configurations.
+ *
+ * Tensor maps are 4-D, (D, H, S, B) with the descriptor's element strides, so both [B, S, H, D]
+ * and [B, H, S, D] (and padded strides) work; the driver's encoder is reached through the
+ * runtime's entry-point query (no -lcuda), as in common/tma_map.cu, which only has 3-D maps. */
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/attention/attention_common.cuh"
+#include "kernels/cuda/attention/attention_fwd_sm90.cuh"
+#include "kernels/cuda/attention/attention_sm90.h"
+
+typedef CUresult (*att90_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                    const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                    CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+/* cuTensorMapEncodeTiled, looked up once (a benign race: every thread stores the same pointer). */
+static att90_encode_fn att90_encoder(void) {
+    static att90_encode_fn cached;
+    if (cached) return cached;
+    void *p = NULL;
+    cudaDriverEntryPointQueryResult q;
+    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q);
+    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !p) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    cached = (att90_encode_fn)p;
+    return cached;
+}
+
+/* A map over one of Q, K, V, O: boxes of 64 elements of D x 1 head x rows positions x 1 batch,
+ * 128-byte swizzle; positions past S read as zeros and are not written. */
+static bool att90_map(CUtensorMap *map, const void *base, int dtype, int64_t B, int64_t S, int64_t H, int64_t D,
+                      const int64_t st[3], int rows) {
+    att90_encode_fn encode = att90_encoder();
+    if (!encode) return false;
+    cuuint64_t dims[4] = {(cuuint64_t)D, (cuuint64_t)H, (cuuint64_t)S, (cuuint64_t)B};
+    /* a dimension of size 1 is never stepped: any valid stride does */
+    cuuint64_t strides[3] = {(cuuint64_t)(H > 1 ? st[2] : 8) * 2, (cuuint64_t)(S > 1 ? st[1] : 8) * 2,
+                             (cuuint64_t)(B > 1 ? st[0] : 8) * 2};
+    cuuint32_t box[4] = {64, 1, (cuuint32_t)rows, 1}, es[4] = {1, 1, 1, 1};
+    CUresult r = encode(map, dtype == CML_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
+                        (void *)base, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == CUDA_SUCCESS;
+}
+
+/* TMA's rules for one tensor: strides (in elements) positive multiples of 8 (16 bytes) below 2^39
+ * elements wherever the dimension has more than one entry, the base 16-byte aligned. */
+static bool att90_tensor_ok(const void *ptr, const int64_t st[3], int64_t B, int64_t S, int64_t H) {
+    if (((uintptr_t)ptr & 15u) != 0) return false;
+    const int64_t n[3] = {B, S, H};
+    for (int i = 0; i < 3; i++)
+        if (n[i] > 1 && (st[i] <= 0 || st[i] % 8 != 0 || st[i] >= ((int64_t)1 << 39))) return false;
+    return true;
+}
+
+extern "C" bool cml__attention_fwd_sm90_takes(const cml_ctx *ctx, const cml_attention_desc *d, const void *O,
+                                              const void *Q, const void *K, const void *V) {
+    if (d->dtype != CML_BF16 && d->dtype != CML_F16) return false;
+    if (d->D != 64 && d->D != 128 && d->D != 256) return false;
+    if (d->B < 1 || d->S_q < 1 || d->S_kv < 1 || d->H_q < 1 || d->H_kv < 1 || d->H_q % d->H_kv != 0) return false;
+    if (!(d->scale > 0.0f) || !isfinite(d->scale)) return false; /* the row maximum is taken on raw scores */
+    /* sizes in int, and the grid's (query tile, head) count too */
+    const int64_t q_tiles = (d->S_q + CML_ATT90_BM - 1) / CML_ATT90_BM;
+    if (d->S_q > INT_MAX - 1024 || d->S_kv > INT_MAX - 1024 || d->B * d->H_q > INT_MAX / q_tiles) return false;
+    if (!att90_tensor_ok(Q, d->q_stride, d->B, d->S_q, d->H_q) ||
+        !att90_tensor_ok(O, d->o_stride, d->B, d->S_q, d->H_q) ||
+        !att90_tensor_ok(K, d->k_stride, d->B, d->S_kv, d->H_kv) ||
+        !att90_tensor_ok(V, d->v_stride, d->B, d->S_kv, d->H_kv))
+        return false;
+    return cml__cuda_arch(ctx->device.index) == 90;
+}
+
+static long long att90_runs;
+
+extern "C" long long cml__attention_fwd_sm90_runs(void) { return __atomic_load_n(&att90_runs, __ATOMIC_RELAXED); }
+
+/* Per head dim (dev/attention_sm90/README.md, the ladder): key tile BN, K/V stages, and the kernel:
+ * the persistent one with O staged in its own buffer (D = 64, 128: v6) or the one-tile-per-CTA
+ * kernel with intra-warpgroup overlap, ping-pong and the TMA-store epilogue (D = 256: v3, which
+ * measured 1-3% above the persistent kernel there; the persistent one has no room for an O buffer). */
+template <int D> struct att90_cfg;
+template <> struct att90_cfg<64> { enum { BN = 128, STAGES = 4, PERSIST = 1 }; };
+template <> struct att90_cfg<128> { enum { BN = 128, STAGES = 2, PERSIST = 1 }; };
+template <> struct att90_cfg<256> { enum { BN = 80, STAGES = 2, PERSIST = 0 }; };
+
+static const char att90_fn[] = "cml_attention_fwd";
+
+static const char *att90_dtype_name(int DT) { return cml_dtype_name(DT == CML_ATT90_F16 ? CML_F16 : CML_BF16); }
+
+template <int DT, int D, int PERSIST> struct att90_launcher;
+
+template <int DT, int D> struct att90_launcher<DT, D, 1> {
+    static cml_status run(cml_ctx *ctx, const CUtensorMap maps[4], cml__att90_params p) {
+        typedef att90_cfg<D> cfg;
+        typedef cml__att90_psmem<D, cfg::BN, cfg::STAGES, 1> sm;
+        auto kern = cml__att90_fwd_persistent_kernel<DT, D, cfg::BN, cfg::STAGES, 1>;
+        CML_CUDA_TRY(att90_fn, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm::total));
+        void *ws = NULL;
+        CML_TRY(cml_ctx_workspace(ctx, &ws, sizeof(int)));
+        p.tile_counter = (int *)ws;
+        cudaStream_t s = cml__stream(ctx);
+        CML_CUDA_TRY(att90_fn, cudaMemsetAsync(ws, 0, sizeof(int), s)); /* the tile counter */
+        const int sms = cml__cuda_sm_count(ctx->device.index);
+        const unsigned grid = (unsigned)(p.total_tiles < sms || sms <= 0 ? p.total_tiles : sms);
+        kern<<<grid, CML_ATT90_THREADS, sm::total, s>>>(maps[0], maps[1], maps[2], maps[3], p);
+        return cml__cuda_check_launch(att90_fn, "cml__att90_fwd_persistent_kernel", att90_dtype_name(DT), p.total_tiles,
+                                      grid, CML_ATT90_THREADS);
+    }
+};
+
+template <int DT, int D> struct att90_launcher<DT, D, 0> {
+    static cml_status run(cml_ctx *ctx, const CUtensorMap maps[4], cml__att90_params p) {
+        typedef att90_cfg<D> cfg;
+        typedef cml__att90_smem<D, cfg::BN, cfg::STAGES> sm;
+        auto kern = cml__att90_fwd_kernel<DT, D, cfg::BN, cfg::STAGES, 1, 1, 1>;
+        CML_CUDA_TRY(att90_fn, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm::total));
+        const unsigned grid = (unsigned)p.total_tiles;
+        kern<<<grid, CML_ATT90_THREADS, sm::total, cml__stream(ctx)>>>(maps[0], maps[1], maps[2], maps[3], p);
+        return cml__cuda_check_launch(att90_fn, "cml__att90_fwd_kernel", att90_dtype_name(DT), p.total_tiles, grid,
+                                      CML_ATT90_THREADS);
+    }
+};
+
+template <int DT, int D>
+static cml_status att90_launch(cml_ctx *ctx, const CUtensorMap maps[4], const cml__att90_params &p) {
+    return att90_launcher<DT, D, att90_cfg<D>::PERSIST>::run(ctx, maps, p);
+}
+
+extern "C" cml_status cml__attention_fwd_sm90(cml_ctx *ctx, const cml_attention_desc *d, void *O, float *lse,
+                                              const void *Q, const void *K, const void *V, bool *taken) {
+    *taken = false;
+    if (!cml__attention_fwd_sm90_takes(ctx, d, O, Q, K, V)) return CML_OK;
+    const int D = (int)d->D;
+    const int BN = D == 64 ? (int)att90_cfg<64>::BN : D == 128 ? (int)att90_cfg<128>::BN : (int)att90_cfg<256>::BN;
+    CUtensorMap maps[4];
+    if (!att90_map(&maps[0], Q, d->dtype, d->B, d->S_q, d->H_q, D, d->q_stride, CML_ATT90_BM) ||
+        !att90_map(&maps[1], K, d->dtype, d->B, d->S_kv, d->H_kv, D, d->k_stride, BN) ||
+        !att90_map(&maps[2], V, d->dtype, d->B, d->S_kv, d->H_kv, D, d->v_stride, BN) ||
+        !att90_map(&maps[3], O, d->dtype, d->B, d->S_q, d->H_q, D, d->o_stride, 64))
+        return CML_OK; /* the driver refused a map: the caller falls back */
+    CML_TRY(cml__cuda_activate(ctx));
+    *taken = true;
+    cml__att90_params p;
+    memset(&p, 0, sizeof p);
+    p.Hq = (int)d->H_q;
+    p.group = (int)(d->H_q / d->H_kv);
+    p.Sq = (int)d->S_q;
+    p.Sk = (int)d->S_kv;
+    p.causal = d->causal ? 1 : 0;
+    p.q_tiles = (int)((d->S_q + CML_ATT90_BM - 1) / CML_ATT90_BM);
+    p.total_tiles = (int)(p.q_tiles * d->B * d->H_q);
+    p.scale_log2 = d->scale * CML_ATTN_LOG2E;
+    p.lse = lse;
+    cml_status st;
+    if (d->dtype == CML_F16)
+        st = D == 64    ? att90_launch<CML_ATT90_F16, 64>(ctx, maps, p)
+             : D == 128 ? att90_launch<CML_ATT90_F16, 128>(ctx, maps, p)
+                        : att90_launch<CML_ATT90_F16, 256>(ctx, maps, p);
+    else
+        st = D == 64    ? att90_launch<CML_ATT90_BF16, 64>(ctx, maps, p)
+             : D == 128 ? att90_launch<CML_ATT90_BF16, 128>(ctx, maps, p)
+                        : att90_launch<CML_ATT90_BF16, 256>(ctx, maps, p);
+    if (st == CML_OK) __atomic_add_fetch(&att90_runs, 1, __ATOMIC_RELAXED);
+    return st;
+}

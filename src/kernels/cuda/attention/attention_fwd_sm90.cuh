@@ -1,0 +1,692 @@
+/* The Hopper (sm_90a) flash-attention forward kernel (issue 6): 16-bit Q, K, V, O (bf16 or
+ * f16), head dim D = 64, 128 or 256, any strides TMA accepts (16-byte multiples, 16-byte
+ * aligned bases), causal (bottom-right) or not, GQA, any sequence lengths.
+ *
+ * One CTA per (128-query tile, batch x query head), 3 warpgroups:
+ *   producer (setmaxnreg 24): one thread loads the Q tile once, then K and V tiles of BN keys
+ *     into a ring of STAGES stages (TMA, 128-byte swizzle, 4-D maps over (D, H, S, B)); K and
+ *     V have their own full/empty barriers, so S = Q K^T can start before V lands.
+ *   consumers 0, 1 (setmaxnreg 240): 64 query rows each; S = Q K^T by wgmma (both operands in
+ *     shared memory, K-major), online softmax in registers (exp2 with the scale folded into one
+ *     FFMA, the row sum kept per thread and reduced once at the end), O += P V with P from
+ *     registers (the S accumulator layout is the wgmma A-fragment layout), V N-major.
+ * Variants (template flags; dev/attention_sm90/README.md has their measurements):
+ *   INTRA    (FlashAttention-3's intra-warpgroup overlap) issue S_j = Q K_j and O += P_{j-1} V_{j-1}
+ *            back to back, then do the softmax of S_j while the P V product runs;
+ *   PINGPONG named barriers make the two consumers take turns issuing their GEMMs, so one's
+ *            softmax runs under the other's GEMMs;
+ *   TSTORE   the epilogue writes O (16-bit) into the consumer's rows of the Q buffer in the
+ *            128-byte swizzle and stores it with one TMA store per 64 columns (rows past S_q
+ *            are clipped by the map); otherwise direct 4-byte stores from registers.
+ * Whole key tiles past the causal diagonal are skipped by position; tiles that cross the diagonal
+ * or the end of the keys are masked by position. No data-dependent branches: constant time per
+ * shape. Every accumulation has a fixed order: bitwise reproducible. */
+#ifndef CML_KERNELS_CUDA_ATTENTION_ATTENTION_FWD_SM90_CUH
+#define CML_KERNELS_CUDA_ATTENTION_ATTENTION_FWD_SM90_CUH
+
+#include <stdint.h>
+
+#include "kernels/cuda/common/hopper.cuh"
+#include "kernels/cuda/common/wgmma_ops.cuh"
+
+#define CML_ATT90_BM 128 /* query rows per CTA: two consumers of 64 */
+#define CML_ATT90_THREADS 384
+#define CML_ATT90_PRODUCER_REGS 24
+#define CML_ATT90_CONSUMER_REGS 240
+
+enum { CML_ATT90_BF16 = 0, CML_ATT90_F16 = 1 };
+
+typedef struct cml__att90_params {
+    int Hq, group, Sq, Sk, causal;
+    int q_tiles;      /* ceil(Sq / BM); blockIdx.x = bh * q_tiles + tile */
+    float scale_log2; /* softmax scale * log2(e) */
+    float *lse;       /* (B, Hq, Sq), natural log; may be NULL */
+    void *O;          /* direct-store epilogue only: element (b, s, h, d) at b o_sb + s o_ss + h o_sh + d */
+    long long o_sb, o_ss, o_sh;
+    int total_tiles;  /* persistent kernel: q_tiles * B * Hq */
+    int *tile_counter; /* persistent kernel: zero before the launch; tiles past gridDim.x are taken from it */
+} cml__att90_params;
+
+/* Dynamic shared memory: 1024 bytes of alignment slack, the Q tile, K and V stages (each D/64
+ * column blocks of rows x 128 bytes), the barriers. */
+template <int D, int BN, int STAGES>
+struct cml__att90_smem {
+    enum {
+        q_bytes = CML_ATT90_BM * D * 2,
+        kv_bytes = BN * D * 2,
+        total = 1024 + q_bytes + 2 * STAGES * kv_bytes + 8 * (1 + 4 * STAGES)
+    };
+};
+
+/* S (64 x N) = Q K^T, 16 of D per call, both K-major in shared memory. */
+template <int DT, int N>
+static __device__ __forceinline__ void cml__att90_mma_ss(float *d, uint64_t da, uint64_t db, int acc) {
+    if (DT == CML_ATT90_BF16) {
+        if (N == 64) cml__wgmma_m64n64k16_bf16<0, 0>(d, da, db, acc);
+        else if (N == 80) cml__wgmma_m64n80k16_bf16<0, 0>(d, da, db, acc);
+        else if (N == 96) cml__wgmma_m64n96k16_bf16<0, 0>(d, da, db, acc);
+        else if (N == 128) cml__wgmma_m64n128k16_bf16<0, 0>(d, da, db, acc);
+        else if (N == 176) cml__wgmma_m64n176k16_bf16<0, 0>(d, da, db, acc);
+        else if (N == 192) cml__wgmma_m64n192k16_bf16<0, 0>(d, da, db, acc);
+        else cml__wgmma_m64n256k16_bf16<0, 0>(d, da, db, acc);
+    } else {
+        if (N == 64) cml__wgmma_m64n64k16_f16<0, 0>(d, da, db, acc);
+        else if (N == 80) cml__wgmma_m64n80k16_f16<0, 0>(d, da, db, acc);
+        else if (N == 96) cml__wgmma_m64n96k16_f16<0, 0>(d, da, db, acc);
+        else if (N == 128) cml__wgmma_m64n128k16_f16<0, 0>(d, da, db, acc);
+        else if (N == 176) cml__wgmma_m64n176k16_f16<0, 0>(d, da, db, acc);
+        else if (N == 192) cml__wgmma_m64n192k16_f16<0, 0>(d, da, db, acc);
+        else cml__wgmma_m64n256k16_f16<0, 0>(d, da, db, acc);
+    }
+}
+
+/* O (64 x N) += P V, 16 keys per call: P from registers, V N-major in shared memory. */
+template <int DT, int N>
+static __device__ __forceinline__ void cml__att90_mma_rs(float *d, const uint32_t *a, uint64_t db) {
+    if (DT == CML_ATT90_BF16) {
+        if (N == 64) cml__wgmma_m64n64k16_bf16_rs<1>(d, a, db, 1);
+        else if (N == 128) cml__wgmma_m64n128k16_bf16_rs<1>(d, a, db, 1);
+        else cml__wgmma_m64n256k16_bf16_rs<1>(d, a, db, 1);
+    } else {
+        if (N == 64) cml__wgmma_m64n64k16_f16_rs<1>(d, a, db, 1);
+        else if (N == 128) cml__wgmma_m64n128k16_f16_rs<1>(d, a, db, 1);
+        else cml__wgmma_m64n256k16_f16_rs<1>(d, a, db, 1);
+    }
+}
+
+/* Two floats as one register of 16-bit values: lo in the low half. */
+template <int DT>
+static __device__ __forceinline__ uint32_t cml__att90_pack(float lo, float hi) {
+    uint32_t r;
+    if (DT == CML_ATT90_BF16) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    else asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+static __device__ __forceinline__ float cml__att90_ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+static __device__ __forceinline__ void cml__att90_bar_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+static __device__ __forceinline__ void cml__att90_bar_arrive(int id, int threads) {
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+template <int COUNT>
+static __device__ __forceinline__ void cml__att90_keep(uint32_t *r) {
+#pragma unroll
+    for (int i = 0; i < COUNT; i++) asm volatile("" : "+r"(r[i])::"memory");
+}
+
+/* Loads a rows x D tile at sequence position s0 of head h, batch b as D/64 column blocks. */
+template <int D>
+static __device__ __forceinline__ void cml__att90_load(uint8_t *dst, const CUtensorMap *map, uint64_t *bar, int s0,
+                                                       int h, int b, int rows) {
+#pragma unroll
+    for (int c = 0; c < D / 64; c++) cml__tma_load_4d(dst + c * rows * 128, map, bar, c * 64, h, s0, b);
+}
+
+/* S = Q K^T for this consumer: q_addr its 64 rows of column block 0, k_addr the stage. */
+template <int DT, int D, int BN>
+static __device__ __forceinline__ void cml__att90_qk(float *sc, uint32_t q_addr, uint32_t k_addr) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) { /* 16 of D per wgmma: +32 bytes in a 128-byte row, blocks of 64 */
+        const uint32_t in_block = (kk % 4) * 32;
+        const uint64_t dq = cml__wgmma_desc(q_addr + (kk / 4) * CML_ATT90_BM * 128 + in_block, 16, 1024);
+        const uint64_t dk = cml__wgmma_desc(k_addr + (kk / 4) * BN * 128 + in_block, 16, 1024);
+        cml__att90_mma_ss<DT, BN>(sc, dq, dk, kk > 0);
+    }
+}
+
+/* O += P V: 16 keys per wgmma; V N-major: +16 rows (2048 bytes) per step, column blocks BN * 128 apart. */
+template <int DT, int D, int BN>
+static __device__ __forceinline__ void cml__att90_pv(float *o, const uint32_t *pa, uint32_t v_addr) {
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++) {
+        /* A fragment of keys 16kk..16kk+15: (row a, c..c+1), (row b, c..c+1), (row a, c+8..), (row b, c+8..) */
+        const uint32_t a[4] = {pa[4 * kk], pa[4 * kk + 1], pa[4 * kk + 2], pa[4 * kk + 3]};
+        const uint64_t dv = cml__wgmma_desc(v_addr + kk * 16 * 128, BN * 128, 1024);
+        cml__att90_mma_rs<DT, D>(o, a, dv);
+    }
+}
+
+/* Online softmax of one S tile (accumulator layout: register 4q + 2r + e is row r (a or b),
+ * key 8q + 2 (lane % 4) + e). Masks keys at or past end[r] when mask is set; updates the row
+ * maxima m (raw scores), the per-thread partial sums l, and corr (the factor for O); leaves P
+ * (f32) in sc. */
+template <int BN>
+static __device__ __forceinline__ void cml__att90_softmax(float *sc, float *m, float *l, float *corr, bool mask,
+                                                          int key0, const int *end, float scale_log2) {
+    const float ninf = __int_as_float(0xff800000);
+    if (mask) {
+#pragma unroll
+        for (int q = 0; q < BN / 8; q++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int key = key0 + 8 * q + e;
+                if (key >= end[0]) sc[4 * q + e] = ninf;
+                if (key >= end[1]) sc[4 * q + 2 + e] = ninf;
+            }
+    }
+    float mx[2][2] = {{ninf, ninf}, {ninf, ninf}}; /* two chains per row */
+#pragma unroll
+    for (int q = 0; q < BN / 8; q++) {
+        mx[0][q & 1] = fmaxf(mx[0][q & 1], fmaxf(sc[4 * q], sc[4 * q + 1]));
+        mx[1][q & 1] = fmaxf(mx[1][q & 1], fmaxf(sc[4 * q + 2], sc[4 * q + 3]));
+    }
+    float base[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float v = fmaxf(mx[r][0], mx[r][1]);
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+        const float m_new = fmaxf(m[r], v);
+        /* a row with no visible key so far keeps base 0: exp2(-inf - 0) = 0, never -inf - -inf */
+        base[r] = m_new == ninf ? 0.0f : m_new * scale_log2;
+        corr[r] = cml__att90_ex2(m[r] * scale_log2 - base[r]);
+        m[r] = m_new;
+    }
+    float sum[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+#pragma unroll
+    for (int q = 0; q < BN / 8; q++)
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const float pv = cml__att90_ex2(fmaf(sc[4 * q + 2 * r + e], scale_log2, -base[r]));
+                sc[4 * q + 2 * r + e] = pv;
+                sum[r][e] += pv;
+            }
+#pragma unroll
+    for (int r = 0; r < 2; r++) l[r] = l[r] * corr[r] + (sum[r][0] + sum[r][1]);
+}
+
+template <int DT, int BN>
+static __device__ __forceinline__ void cml__att90_to_p(uint32_t *pa, const float *sc) {
+#pragma unroll
+    for (int q = 0; q < BN / 8; q++) {
+        pa[2 * q] = cml__att90_pack<DT>(sc[4 * q], sc[4 * q + 1]);         /* row a */
+        pa[2 * q + 1] = cml__att90_pack<DT>(sc[4 * q + 2], sc[4 * q + 3]); /* row b */
+    }
+}
+
+template <int D>
+static __device__ __forceinline__ void cml__att90_rescale(float *o, const float *corr) {
+#pragma unroll
+    for (int q = 0; q < D / 8; q++) {
+        o[4 * q] *= corr[0];
+        o[4 * q + 1] *= corr[0];
+        o[4 * q + 2] *= corr[1];
+        o[4 * q + 3] *= corr[1];
+    }
+}
+
+template <int DT, int D, int BN, int STAGES, int INTRA, int PINGPONG, int TSTORE>
+static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
+    cml__att90_fwd_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
+                          const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o,
+                          const __grid_constant__ cml__att90_params p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    typedef cml__att90_smem<D, BN, STAGES> sm;
+    const int BM = CML_ATT90_BM;
+    extern __shared__ uint8_t cml__att90_smem_raw[];
+    uint8_t *smem = (uint8_t *)(((uintptr_t)cml__att90_smem_raw + 1023) & ~(uintptr_t)1023);
+    uint8_t *sq = smem;
+    uint8_t *sk = sq + sm::q_bytes;
+    uint8_t *sv = sk + STAGES * sm::kv_bytes;
+    uint64_t *q_full = (uint64_t *)(sv + STAGES * sm::kv_bytes);
+    uint64_t *k_full = q_full + 1, *v_full = k_full + STAGES;
+    uint64_t *k_empty = v_full + STAGES, *v_empty = k_empty + STAGES;
+
+    /* longest causal tiles first */
+    const int t_lin = blockIdx.x % p.q_tiles, bh = blockIdx.x / p.q_tiles;
+    const int qt = p.causal ? p.q_tiles - 1 - t_lin : t_lin;
+    const int q0 = qt * BM, b = bh / p.Hq, h = bh % p.Hq, hk = h / p.group;
+    const int off = p.Sk - p.Sq; /* causal: row i sees keys j <= i + off */
+    int k_end = p.Sk;
+    if (p.causal) k_end = min(p.Sk, max(0, min(q0 + BM, p.Sq) + off));
+    const int n_tiles = (k_end + BN - 1) / BN;
+
+    if (threadIdx.x == 0) {
+        cml__mbar_init(q_full, 1);
+        for (int s = 0; s < STAGES; s++) {
+            cml__mbar_init(&k_full[s], 1);
+            cml__mbar_init(&v_full[s], 1);
+            cml__mbar_init(&k_empty[s], 2); /* one arrival per consumer */
+            cml__mbar_init(&v_empty[s], 2);
+        }
+        cml__mbar_init_fence();
+    }
+    __syncthreads();
+
+    const int wg = threadIdx.x / 128;
+    if (wg == 0) {
+        cml__regs_dealloc<CML_ATT90_PRODUCER_REGS>();
+        if (threadIdx.x == 0 && n_tiles > 0) {
+            cml__tma_prefetch_map(&map_k);
+            cml__tma_prefetch_map(&map_v);
+            cml__mbar_arrive_expect_tx(q_full, sm::q_bytes);
+            cml__att90_load<D>(sq, &map_q, q_full, q0, h, b, BM);
+            for (int j = 0; j < n_tiles; j++) {
+                const int s = j % STAGES, round = j / STAGES;
+                if (round > 0) cml__mbar_wait(&k_empty[s], (round - 1) & 1); /* tile j - STAGES's S is done */
+                cml__mbar_arrive_expect_tx(&k_full[s], sm::kv_bytes);
+                cml__att90_load<D>(sk + s * sm::kv_bytes, &map_k, &k_full[s], j * BN, hk, b, BN);
+                if (round > 0) cml__mbar_wait(&v_empty[s], (round - 1) & 1); /* tile j - STAGES's P V is done */
+                cml__mbar_arrive_expect_tx(&v_full[s], sm::kv_bytes);
+                cml__att90_load<D>(sv + s * sm::kv_bytes, &map_v, &v_full[s], j * BN, hk, b, BN);
+            }
+        }
+    } else {
+        cml__regs_alloc<CML_ATT90_CONSUMER_REGS>();
+        const int consumer = wg - 1, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+        const bool leader = threadIdx.x % 128 == 0;
+        /* this thread's two query rows (fragment rows lane/4 and lane/4 + 8 of its warp's 16) */
+        const int r_loc = 16 * warp + lane / 4; /* within the consumer's 64 */
+        const int row_a = q0 + consumer * 64 + r_loc, row_b = row_a + 8;
+        int end[2] = {p.Sk, p.Sk};
+        if (p.causal) {
+            end[0] = min(p.Sk, max(0, row_a + off + 1));
+            end[1] = min(p.Sk, max(0, row_b + off + 1));
+        }
+        const int key_lane = 2 * (lane % 4);
+        float o[D / 2];
+        float sc[BN / 2];
+        uint32_t pa[BN / 4]; /* P as 16-bit pairs: the A fragments of BN / 16 wgmmas */
+        float m[2] = {__int_as_float(0xff800000), __int_as_float(0xff800000)}, l[2] = {0.0f, 0.0f}, corr[2];
+#pragma unroll
+        for (int i = 0; i < D / 2; i++) o[i] = 0.0f;
+        /* ping-pong: consumer 0 issues first (barrier 1 is consumer 0's turn, 2 consumer 1's) */
+        if (PINGPONG && consumer == 1) cml__att90_bar_arrive(1, 256);
+        const uint32_t q_addr = cml__smem_addr(sq) + consumer * 64 * 128;
+        const int first_masked = p.Sk / BN; /* tiles from here on cross the end of the keys */
+        /* tiles from here on cross the diagonal of the CTA's first row (q0 + off may be < 0) */
+        const int diag = p.causal ? (q0 + off + 1 > 0 ? (q0 + off + 1) / BN : 0) : first_masked;
+        const int mask_from = min(first_masked, diag);
+
+        if (n_tiles > 0) {
+            cml__mbar_wait(q_full, 0);
+            if (!INTRA) {
+                for (int j = 0; j < n_tiles; j++) {
+                    const int s = j % STAGES, parity = (j / STAGES) & 1;
+                    cml__mbar_wait(&k_full[s], parity);
+                    if (PINGPONG) cml__att90_bar_sync(1 + consumer, 256);
+                    cml__wgmma_fence();
+                    cml__att90_qk<DT, D, BN>(sc, q_addr, cml__smem_addr(sk + s * sm::kv_bytes));
+                    cml__wgmma_commit();
+                    if (PINGPONG) cml__att90_bar_arrive(2 - consumer, 256);
+                    cml__wgmma_wait<0>();
+                    cml__wgmma_reg_fence<BN / 2>(sc);
+                    if (leader) cml__mbar_arrive(&k_empty[s]);
+                    cml__att90_softmax<BN>(sc, m, l, corr, j >= mask_from, j * BN + key_lane, end, p.scale_log2);
+                    cml__att90_to_p<DT, BN>(pa, sc);
+                    cml__att90_rescale<D>(o, corr);
+                    cml__mbar_wait(&v_full[s], parity);
+                    cml__wgmma_fence();
+                    cml__att90_pv<DT, D, BN>(o, pa, cml__smem_addr(sv + s * sm::kv_bytes));
+                    cml__wgmma_commit();
+                    cml__wgmma_wait<0>();
+                    cml__wgmma_reg_fence<D / 2>(o);
+                    cml__att90_keep<BN / 4>(pa);
+                    if (leader) cml__mbar_arrive(&v_empty[s]);
+                }
+            } else {
+                /* tile 0: S only */
+                cml__mbar_wait(&k_full[0], 0);
+                if (PINGPONG) cml__att90_bar_sync(1 + consumer, 256);
+                cml__wgmma_fence();
+                cml__att90_qk<DT, D, BN>(sc, q_addr, cml__smem_addr(sk));
+                cml__wgmma_commit();
+                if (PINGPONG) cml__att90_bar_arrive(2 - consumer, 256);
+                cml__wgmma_wait<0>();
+                cml__wgmma_reg_fence<BN / 2>(sc);
+                if (leader) cml__mbar_arrive(&k_empty[0]);
+                cml__att90_softmax<BN>(sc, m, l, corr, 0 >= mask_from, key_lane, end, p.scale_log2);
+                cml__att90_to_p<DT, BN>(pa, sc);
+                /* tile j: S_j = Q K_j and O += P_{j-1} V_{j-1} in flight together; softmax of S_j under P V */
+                for (int j = 1; j < n_tiles; j++) {
+                    const int s = j % STAGES, parity = (j / STAGES) & 1;
+                    const int sp = (j - 1) % STAGES, parity_p = ((j - 1) / STAGES) & 1;
+                    cml__mbar_wait(&k_full[s], parity); /* K_j landed (fill j / STAGES of stage s) */
+                    if (PINGPONG) cml__att90_bar_sync(1 + consumer, 256);
+                    cml__wgmma_fence();
+                    cml__att90_qk<DT, D, BN>(sc, q_addr, cml__smem_addr(sk + s * sm::kv_bytes));
+                    cml__wgmma_commit();
+                    cml__mbar_wait(&v_full[sp], parity_p); /* V_{j-1} landed */
+                    cml__att90_pv<DT, D, BN>(o, pa, cml__smem_addr(sv + sp * sm::kv_bytes));
+                    cml__wgmma_commit();
+                    if (PINGPONG) cml__att90_bar_arrive(2 - consumer, 256);
+                    cml__wgmma_wait<1>(); /* S_j done, P V may still run */
+                    cml__wgmma_reg_fence<BN / 2>(sc);
+                    if (leader) cml__mbar_arrive(&k_empty[s]);
+                    cml__att90_softmax<BN>(sc, m, l, corr, j >= mask_from, j * BN + key_lane, end, p.scale_log2);
+                    cml__wgmma_wait<0>(); /* P_{j-1} V_{j-1} done: O and pa are ours again */
+                    cml__wgmma_reg_fence<D / 2>(o);
+                    cml__att90_keep<BN / 4>(pa);
+                    if (leader) cml__mbar_arrive(&v_empty[sp]);
+                    cml__att90_rescale<D>(o, corr);
+                    cml__att90_to_p<DT, BN>(pa, sc);
+                }
+                const int s = (n_tiles - 1) % STAGES;
+                cml__mbar_wait(&v_full[s], ((n_tiles - 1) / STAGES) & 1);
+                cml__wgmma_fence();
+                cml__att90_pv<DT, D, BN>(o, pa, cml__smem_addr(sv + s * sm::kv_bytes));
+                cml__wgmma_commit();
+                cml__wgmma_wait<0>();
+                cml__wgmma_reg_fence<D / 2>(o);
+                cml__att90_keep<BN / 4>(pa);
+                if (leader) cml__mbar_arrive(&v_empty[s]);
+            }
+        }
+        /* consumer 1's last arrival on barrier 1 (it arrived once ahead) is taken here */
+        if (PINGPONG && consumer == 0) cml__att90_bar_sync(1, 256);
+
+        /* O / l; l = 0 (no visible key) gives O = 0, lse = -inf */
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+            l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        }
+        const float inv_a = l[0] > 0.0f ? 1.0f / l[0] : 0.0f, inv_b = l[1] > 0.0f ? 1.0f / l[1] : 0.0f;
+        if (TSTORE) {
+            /* into this consumer's rows of the Q buffer (its own QK^T products are finished), in the
+             * 128-byte swizzle: 16-byte chunk c of row r sits at chunk c ^ (r % 8) */
+            uint8_t *so = sq + consumer * 64 * 128;
+#pragma unroll
+            for (int q = 0; q < D / 8; q++) {
+                uint8_t *blk = so + (q / 8) * BM * 128;
+                const int chunk = ((q % 8) ^ (r_loc % 8)) * 16 + (lane % 4) * 4;
+                *(uint32_t *)(blk + r_loc * 128 + chunk) = cml__att90_pack<DT>(o[4 * q] * inv_a, o[4 * q + 1] * inv_a);
+                *(uint32_t *)(blk + (r_loc + 8) * 128 + chunk) =
+                    cml__att90_pack<DT>(o[4 * q + 2] * inv_b, o[4 * q + 3] * inv_b);
+            }
+            cml__fence_proxy_async_smem();
+            cml__att90_bar_sync(3 + consumer, 128);
+            if (leader && q0 + consumer * 64 < p.Sq) {
+#pragma unroll
+                for (int c = 0; c < D / 64; c++)
+                    cml__tma_store_4d(&map_o, so + c * BM * 128, c * 64, h, q0 + consumer * 64, b);
+                cml__bulk_commit();
+                cml__bulk_wait_read<0>();
+            }
+        } else {
+            uint16_t *O = (uint16_t *)p.O + b * p.o_sb + h * p.o_sh;
+#pragma unroll
+            for (int q = 0; q < D / 8; q++) {
+                const int d = 8 * q + key_lane;
+                if (row_a < p.Sq)
+                    *(uint32_t *)(O + (long long)row_a * p.o_ss + d) =
+                        cml__att90_pack<DT>(o[4 * q] * inv_a, o[4 * q + 1] * inv_a);
+                if (row_b < p.Sq)
+                    *(uint32_t *)(O + (long long)row_b * p.o_ss + d) =
+                        cml__att90_pack<DT>(o[4 * q + 2] * inv_b, o[4 * q + 3] * inv_b);
+            }
+        }
+        if (p.lse && lane % 4 == 0) {
+            const float ln2 = 0.6931471805599453f;
+            float *lse = p.lse + ((long long)b * p.Hq + h) * p.Sq;
+            const float ninf = __int_as_float(0xff800000);
+            if (row_a < p.Sq) lse[row_a] = l[0] > 0.0f ? (m[0] * p.scale_log2 + log2f(l[0])) * ln2 : ninf;
+            if (row_b < p.Sq) lse[row_b] = l[1] > 0.0f ? (m[1] * p.scale_log2 + log2f(l[1])) * ln2 : ninf;
+        }
+    }
+#endif
+}
+
+
+/* Persistent variant (FlashAttention-3 style scheduling): gridDim.x CTAs (at most one per SM)
+ * take (query tile, head) work tiles: tile blockIdx.x first, then the next unclaimed one from
+ * p.tile_counter (claimed by the producer, handed to the consumers with the Q tile through
+ * tile_id in shared memory). The producer loads the next tile's Q and first K/V stages while the
+ * consumers finish the current one, so a tile's load latency and epilogue overlap work.
+ * Work tiles are numbered head-major, the longest causal tiles of a head first. Which CTA
+ * computes a tile does not change how it is computed: results stay bitwise reproducible.
+ * SEP_O: the epilogue stages O in its own buffer (Q may be refilled as soon as the consumers'
+ * last Q K^T is done); otherwise in the Q buffer (D = 256: no room), which is then released
+ * after the TMA store has read it. Always INTRA + PINGPONG + TMA store. */
+template <int D, int BN, int STAGES, int SEP_O>
+struct cml__att90_psmem {
+    enum {
+        q_bytes = CML_ATT90_BM * D * 2,
+        o_bytes = SEP_O ? CML_ATT90_BM * D * 2 : 0,
+        kv_bytes = BN * D * 2,
+        total = 1024 + q_bytes + o_bytes + 2 * STAGES * kv_bytes + 8 * (2 + 4 * STAGES) + 16
+    };
+};
+
+/* The work tile's coordinates and its number of key tiles. */
+struct cml__att90_tile {
+    int q0, b, h, n_tiles;
+};
+
+template <int BN>
+static __device__ __forceinline__ cml__att90_tile cml__att90_decode(const cml__att90_params &p, int tile) {
+    cml__att90_tile t;
+    const int t_lin = tile % p.q_tiles, bh = tile / p.q_tiles;
+    const int qt = p.causal ? p.q_tiles - 1 - t_lin : t_lin;
+    t.q0 = qt * CML_ATT90_BM;
+    t.b = bh / p.Hq;
+    t.h = bh % p.Hq;
+    int k_end = p.Sk;
+    if (p.causal) k_end = min(p.Sk, max(0, min(t.q0 + CML_ATT90_BM, p.Sq) + p.Sk - p.Sq));
+    t.n_tiles = (k_end + BN - 1) / BN;
+    return t;
+}
+
+template <int DT, int D, int BN, int STAGES, int SEP_O>
+static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
+    cml__att90_fwd_persistent_kernel(const __grid_constant__ CUtensorMap map_q,
+                                     const __grid_constant__ CUtensorMap map_k,
+                                     const __grid_constant__ CUtensorMap map_v,
+                                     const __grid_constant__ CUtensorMap map_o,
+                                     const __grid_constant__ cml__att90_params p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    typedef cml__att90_psmem<D, BN, STAGES, SEP_O> sm;
+    const int BM = CML_ATT90_BM;
+    extern __shared__ uint8_t cml__att90_smem_raw[];
+    uint8_t *smem = (uint8_t *)(((uintptr_t)cml__att90_smem_raw + 1023) & ~(uintptr_t)1023);
+    uint8_t *sq = smem;
+    uint8_t *so_all = SEP_O ? sq + sm::q_bytes : sq;
+    uint8_t *sk = sq + sm::q_bytes + sm::o_bytes;
+    uint8_t *sv = sk + STAGES * sm::kv_bytes;
+    uint64_t *q_full = (uint64_t *)(sv + STAGES * sm::kv_bytes);
+    uint64_t *q_empty = q_full + 1;
+    uint64_t *k_full = q_empty + 1, *v_full = k_full + STAGES;
+    uint64_t *k_empty = v_full + STAGES, *v_empty = k_empty + STAGES;
+    volatile int *tile_id = (volatile int *)(v_empty + STAGES);
+
+    if (threadIdx.x == 0) {
+        cml__mbar_init(q_full, 1);
+        cml__mbar_init(q_empty, SEP_O ? 8 : 2); /* SEP_O: one arrival per consumer warp, else per consumer */
+        for (int s = 0; s < STAGES; s++) {
+            cml__mbar_init(&k_full[s], 1);
+            cml__mbar_init(&v_full[s], 1);
+            cml__mbar_init(&k_empty[s], 2);
+            cml__mbar_init(&v_empty[s], 2);
+        }
+        cml__mbar_init_fence();
+    }
+    __syncthreads();
+
+    const int wg = threadIdx.x / 128;
+    if (wg == 0) {
+        cml__regs_dealloc<CML_ATT90_PRODUCER_REGS>();
+        if (threadIdx.x == 0) {
+            cml__tma_prefetch_map(&map_q);
+            cml__tma_prefetch_map(&map_k);
+            cml__tma_prefetch_map(&map_v);
+            int it = 0, round_q = 0;
+            for (int tile = blockIdx.x; tile < p.total_tiles; round_q++) {
+                const cml__att90_tile t = cml__att90_decode<BN>(p, tile);
+                const int hk = t.h / p.group;
+                if (round_q > 0) cml__mbar_wait(q_empty, (round_q - 1) & 1); /* the last tile's Q is read */
+                *tile_id = tile;
+                cml__mbar_arrive_expect_tx(q_full, sm::q_bytes); /* releases tile_id with the phase */
+                cml__att90_load<D>(sq, &map_q, q_full, t.q0, t.h, t.b, BM);
+                for (int j = 0; j < t.n_tiles; j++, it++) {
+                    const int s = it % STAGES, round = it / STAGES;
+                    if (round > 0) cml__mbar_wait(&k_empty[s], (round - 1) & 1);
+                    cml__mbar_arrive_expect_tx(&k_full[s], sm::kv_bytes);
+                    cml__att90_load<D>(sk + s * sm::kv_bytes, &map_k, &k_full[s], j * BN, hk, t.b, BN);
+                    if (round > 0) cml__mbar_wait(&v_empty[s], (round - 1) & 1);
+                    cml__mbar_arrive_expect_tx(&v_full[s], sm::kv_bytes);
+                    cml__att90_load<D>(sv + s * sm::kv_bytes, &map_v, &v_full[s], j * BN, hk, t.b, BN);
+                }
+                tile = atomicAdd(p.tile_counter, 1) + gridDim.x;
+            }
+            /* no more work: tile_id -1 through a plain arrival */
+            if (round_q > 0) cml__mbar_wait(q_empty, (round_q - 1) & 1);
+            *tile_id = -1;
+            cml__mbar_arrive(q_full);
+        }
+    } else {
+        cml__regs_alloc<CML_ATT90_CONSUMER_REGS>();
+        const int consumer = wg - 1, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+        const bool leader = threadIdx.x % 128 == 0;
+        const int r_loc = 16 * warp + lane / 4, key_lane = 2 * (lane % 4);
+        const uint32_t q_addr = cml__smem_addr(sq) + consumer * 64 * 128;
+        uint8_t *so = so_all + consumer * 64 * 128;
+        const int off = p.Sk - p.Sq;
+        float o[D / 2];
+        float sc[BN / 2];
+        uint32_t pa[BN / 4];
+        if (consumer == 1) cml__att90_bar_arrive(1, 256); /* ping-pong: consumer 0 issues first */
+        int it = 0;
+        for (int round_q = 0;; round_q++) {
+            cml__mbar_wait(q_full, round_q & 1);
+            /* read by lane 0 only (the lane that later releases Q and tile_id for its warp) and
+             * shuffled, so that the compiler sees a warp-uniform value: a branch on it that looked
+             * divergent would make ptxas serialize the wgmmas (C7520) */
+            const int tile = __shfl_sync(0xffffffffu, lane == 0 ? *tile_id : 0, 0);
+            if (tile < 0) break;
+            const cml__att90_tile t = cml__att90_decode<BN>(p, tile);
+            const int row_a = t.q0 + consumer * 64 + r_loc, row_b = row_a + 8;
+            int end[2] = {p.Sk, p.Sk};
+            if (p.causal) {
+                end[0] = min(p.Sk, max(0, row_a + off + 1));
+                end[1] = min(p.Sk, max(0, row_b + off + 1));
+            }
+            const int first_masked = p.Sk / BN;
+            const int diag = p.causal ? (t.q0 + off + 1 > 0 ? (t.q0 + off + 1) / BN : 0) : first_masked;
+            const int mask_from = min(first_masked, diag);
+            const int n = t.n_tiles;
+            float m[2] = {__int_as_float(0xff800000), __int_as_float(0xff800000)}, l[2] = {0.0f, 0.0f}, corr[2];
+#pragma unroll
+            for (int i = 0; i < D / 2; i++) o[i] = 0.0f;
+            /* SEP_O: Q (and tile_id) may be refilled once every consumer warp is past its last Q K^T;
+             * the __syncwarp orders the warp's reads of tile_id before the arrival */
+            if (n == 0 && SEP_O) {
+                __syncwarp();
+                if (lane == 0) cml__mbar_arrive(q_empty);
+            }
+            if (n > 0) {
+                /* tile 0: S only */
+                {
+                    const int s = it % STAGES;
+                    cml__mbar_wait(&k_full[s], (it / STAGES) & 1);
+                    cml__att90_bar_sync(1 + consumer, 256);
+                    cml__wgmma_fence();
+                    cml__att90_qk<DT, D, BN>(sc, q_addr, cml__smem_addr(sk + s * sm::kv_bytes));
+                    cml__wgmma_commit();
+                    cml__att90_bar_arrive(2 - consumer, 256);
+                    cml__wgmma_wait<0>();
+                    cml__wgmma_reg_fence<BN / 2>(sc);
+                    if (leader) cml__mbar_arrive(&k_empty[s]);
+                    if (SEP_O && n == 1) {
+                        __syncwarp();
+                        if (lane == 0) cml__mbar_arrive(q_empty);
+                    }
+                    cml__att90_softmax<BN>(sc, m, l, corr, 0 >= mask_from, key_lane, end, p.scale_log2);
+                    cml__att90_to_p<DT, BN>(pa, sc);
+                }
+                for (int j = 1; j < n; j++) {
+                    const int g = it + j, s = g % STAGES, sp = (g - 1) % STAGES;
+                    cml__mbar_wait(&k_full[s], (g / STAGES) & 1);
+                    cml__att90_bar_sync(1 + consumer, 256);
+                    cml__wgmma_fence();
+                    cml__att90_qk<DT, D, BN>(sc, q_addr, cml__smem_addr(sk + s * sm::kv_bytes));
+                    cml__wgmma_commit();
+                    cml__mbar_wait(&v_full[sp], ((g - 1) / STAGES) & 1);
+                    cml__att90_pv<DT, D, BN>(o, pa, cml__smem_addr(sv + sp * sm::kv_bytes));
+                    cml__wgmma_commit();
+                    cml__att90_bar_arrive(2 - consumer, 256);
+                    cml__wgmma_wait<1>();
+                    cml__wgmma_reg_fence<BN / 2>(sc);
+                    if (leader) cml__mbar_arrive(&k_empty[s]);
+                    if (SEP_O && j == n - 1) { /* the tile's last Q K^T is done */
+                        __syncwarp();
+                        if (lane == 0) cml__mbar_arrive(q_empty);
+                    }
+                    cml__att90_softmax<BN>(sc, m, l, corr, j >= mask_from, j * BN + key_lane, end, p.scale_log2);
+                    cml__wgmma_wait<0>();
+                    cml__wgmma_reg_fence<D / 2>(o);
+                    cml__att90_keep<BN / 4>(pa);
+                    if (leader) cml__mbar_arrive(&v_empty[sp]);
+                    cml__att90_rescale<D>(o, corr);
+                    cml__att90_to_p<DT, BN>(pa, sc);
+                }
+                const int g = it + n - 1, s = g % STAGES;
+                cml__mbar_wait(&v_full[s], (g / STAGES) & 1);
+                cml__wgmma_fence();
+                cml__att90_pv<DT, D, BN>(o, pa, cml__smem_addr(sv + s * sm::kv_bytes));
+                cml__wgmma_commit();
+                cml__wgmma_wait<0>();
+                cml__wgmma_reg_fence<D / 2>(o);
+                cml__att90_keep<BN / 4>(pa);
+                if (leader) cml__mbar_arrive(&v_empty[s]);
+            }
+            it += n;
+
+            /* epilogue: O / l through shared memory and a TMA store per 64 columns */
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+                l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+            }
+            const float inv_a = l[0] > 0.0f ? 1.0f / l[0] : 0.0f, inv_b = l[1] > 0.0f ? 1.0f / l[1] : 0.0f;
+            if (SEP_O) {
+                if (leader) cml__bulk_wait_read<0>(); /* the last tile's store has read the buffer */
+                cml__att90_bar_sync(3 + consumer, 128);
+            }
+#pragma unroll
+            for (int q = 0; q < D / 8; q++) {
+                uint8_t *blk = so + (q / 8) * BM * 128;
+                const int chunk = ((q % 8) ^ (r_loc % 8)) * 16 + (lane % 4) * 4;
+                *(uint32_t *)(blk + r_loc * 128 + chunk) = cml__att90_pack<DT>(o[4 * q] * inv_a, o[4 * q + 1] * inv_a);
+                *(uint32_t *)(blk + (r_loc + 8) * 128 + chunk) =
+                    cml__att90_pack<DT>(o[4 * q + 2] * inv_b, o[4 * q + 3] * inv_b);
+            }
+            cml__fence_proxy_async_smem();
+            cml__att90_bar_sync(3 + consumer, 128);
+            if (leader) {
+                if (t.q0 + consumer * 64 < p.Sq) {
+#pragma unroll
+                    for (int c = 0; c < D / 64; c++)
+                        cml__tma_store_4d(&map_o, so + c * BM * 128, c * 64, t.h, t.q0 + consumer * 64, t.b);
+                    cml__bulk_commit();
+                }
+                if (!SEP_O) { /* after the barrier above: every thread of the consumer is done with Q and tile_id */
+                    cml__bulk_wait_read<0>(); /* O staged in the Q buffer: read before Q is refilled */
+                    cml__mbar_arrive(q_empty);
+                }
+            }
+            if (p.lse && lane % 4 == 0) {
+                const float ln2 = 0.6931471805599453f;
+                float *lse = p.lse + ((long long)t.b * p.Hq + t.h) * p.Sq;
+                if (row_a < p.Sq)
+                    lse[row_a] = l[0] > 0.0f ? (m[0] * p.scale_log2 + log2f(l[0])) * ln2 : __int_as_float(0xff800000);
+                if (row_b < p.Sq)
+                    lse[row_b] = l[1] > 0.0f ? (m[1] * p.scale_log2 + log2f(l[1])) * ln2 : __int_as_float(0xff800000);
+            }
+        }
+        if (consumer == 0) cml__att90_bar_sync(1, 256); /* consumer 1's extra arrival */
+        if (leader) cml__bulk_wait_read<0>();
+    }
+#endif
+}
+
+#endif

@@ -1,0 +1,35 @@
+/* Internal: the Hopper (sm_90a) attention forward path (attention_fwd_sm90.cu), for the CUDA
+ * dispatch (attention_cuda.cu), tests and benchmarks. Plain C. */
+#ifndef CML_KERNELS_CUDA_ATTENTION_ATTENTION_SM90_H
+#define CML_KERNELS_CUDA_ATTENTION_ATTENTION_SM90_H
+
+#include <stdbool.h>
+
+#include "camel/kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Whether the wgmma/TMA forward takes a problem: an sm_90 device, f16/bf16, D = 64, 128 or 256,
+ * S_q, S_kv >= 1, scale > 0, every stride a multiple of 8 elements (16 bytes) and every pointer
+ * 16-byte aligned (TMA's rules). Everything else stays on the mma.sync / SIMT paths. */
+bool cml__attention_fwd_sm90_takes(const cml_ctx *ctx, const cml_attention_desc *desc, const void *O, const void *Q,
+                                   const void *K, const void *V);
+
+/* Runs the forward on the sm90 path. *taken = false (and nothing launched, CML_OK) when the path
+ * does not take the problem, or when the driver refuses a tensor map for it. */
+cml_status cml__attention_fwd_sm90(cml_ctx *ctx, const cml_attention_desc *desc, void *O, float *lse, const void *Q,
+                                   const void *K, const void *V, bool *taken);
+
+/* Launches of the sm90 forward so far in this process (tests: which path ran). */
+long long cml__attention_fwd_sm90_runs(void);
+
+/* "sm90", "mma" or "simt": the forward path cml_attention_fwd takes on CUDA (tests, benchmarks). */
+const char *cml__attention_fwd_cuda_path_name(const cml_ctx *ctx, const cml_attention_desc *desc, const void *O,
+                                              const void *Q, const void *K, const void *V);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
