@@ -20,7 +20,8 @@ static void usage(FILE *f) {
             "  sample               generate text from a checkpoint of train gpt\n"
             "  bench matmul         CPU matmul GFLOP/s: camel vs calling OpenBLAS directly\n"
             "  bench membound       GPU memory-bound kernels: GB/s and fraction of the copy bandwidth\n"
-            "  bench gemm           GPU GEMM TFLOP/s: cml_gemm vs cuBLAS/cuBLASLt on the same buffers\n\n"
+            "  bench gemm           GPU GEMM TFLOP/s: cml_gemm vs cuBLAS/cuBLASLt on the same buffers\n"
+            "  bench attention      GPU attention TFLOP/s (forward, forward+backward) and a constant-time check\n\n"
             "Run `camel <command> --help` for the options of a command.\n",
             cml_version());
 }
@@ -56,8 +57,9 @@ int main(int argc, char **argv) {
         if (strcmp(cmd, "bench") == 0 && strcmp(what, "matmul") == 0) return cmd_bench_matmul(argc - 3, argv + 3);
         if (strcmp(cmd, "bench") == 0 && strcmp(what, "membound") == 0) return cmd_bench_membound(argc - 3, argv + 3);
         if (strcmp(cmd, "bench") == 0 && strcmp(what, "gemm") == 0) return cmd_bench_gemm(argc - 3, argv + 3);
+        if (strcmp(cmd, "bench") == 0 && strcmp(what, "attention") == 0) return cmd_bench_attention(argc - 3, argv + 3);
         fprintf(stderr, "camel %s: unknown %s \"%s\"; available: %s\n", cmd, strcmp(cmd, "train") == 0 ? "model" : "benchmark",
-                what, strcmp(cmd, "train") == 0 ? "cnn, gpt, mlp" : "gemm, matmul, membound");
+                what, strcmp(cmd, "train") == 0 ? "cnn, gpt, mlp" : "attention, gemm, matmul, membound");
         return 2;
     }
     fprintf(stderr, "camel: unknown command \"%s\"\n\n", cmd);
