@@ -14,8 +14,11 @@
  * S_q != S_kv, the three TMA-compatible layouts, bf16 and f16): the test prints how many
  * forward cases took the sm90 path, checks through its launch counter that exactly the
  * cases it predicts ran there (twice each: O and lse poisoned, bitwise equal), and fails on
- * an sm_90 device when none did. Then head dims the CUDA path refuses, and timings
- * (informational) at B=4, H=16, S=1024, D=64. Exits 77 ("skipped") without a GPU. */
+ * an sm_90 device when none did. The backward's mma launch counter likewise: every 16-bit
+ * backward through cml_attention_bwd must run on the path cml__attention_mma_takes predicts
+ * (twice), and on sm_80 / sm_90 every one with D > 128 on mma. Then head dims the CUDA path
+ * refuses, and timings (informational) at B=4, H=16, S=1024, D=64 and 256. Exits 77
+ * ("skipped") without a GPU. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <time.h>
 
@@ -33,6 +36,9 @@ int main(void) {
 /* forward cases through the public entry point, those predicted on the sm90 path, and the
  * sm90 launches seen for them */
 static int n_fwd_auto, n_fwd_sm90, n_fwd_sm90_runs;
+/* 16-bit backward cases through the public entry point and those that ran on mma: all, D > 128 */
+static int n_bwd_auto, n_bwd_mma, n_bwd_wide, n_bwd_wide_mma;
+
 
 /* ---- placements: element (b, s, h, d) at b st[0] + s st[1] + h st[2] + d ------------------------- */
 
@@ -293,6 +299,8 @@ static void run_path(const problem *pr, int path, const char *tag) {
         const double *want[3] = {pr->dq, pr->dk, pr->dv};
         const int64_t S[3] = {Sq, Skv, Skv}, H[3] = {Hq, Hkv, Hkv};
         unsigned char *first[3], *again[3];
+        const bool bmma = path == PATH_AUTO && cml__attention_mma_takes(gctx, d, true);
+        const long long mma0 = cml__attention_bwd_mma_runs();
         for (int r = 0; r < 2; r++) {
             for (int t = 0; t < 3; t++) poison(outs[t], nout[t]);
             CHECK_OK(run_bwd(path, pr, &g));
@@ -303,9 +311,17 @@ static void run_path(const problem *pr, int path, const char *tag) {
                 else again[t] = h;
             }
         }
+        const long long mma_runs = cml__attention_bwd_mma_runs() - mma0;
+        CHECK_MSG(mma_runs == (bmma ? 2 : 0), "%s bwd: predicted path %s, but %lld mma launches for 2 runs", what,
+                  bmma ? "mma" : "simt", mma_runs);
+        if (path == PATH_AUTO && dt != CML_F32) {
+            n_bwd_auto++, n_bwd_wide += D > 128;
+            n_bwd_mma += mma_runs == 2, n_bwd_wide_mma += D > 128 && mma_runs == 2;
+        }
         static const char *const name[3] = {"dQ", "dK", "dV"};
         for (int t = 0; t < 3; t++) {
-            snprintf(w2, sizeof w2, "%s bwd %s", what, name[t]);
+            snprintf(w2, sizeof w2, "%s bwd (%s) %s", what, bmma ? "mma" : path == PATH_SIMT ? "simt" : "auto",
+                     name[t]);
             CHECK_MSG(memcmp(first[t], again[t], nout[t]) == 0, "%s: a repeat run differs", w2);
             compare_placed(w2, first[t], pl[t], dt, want[t], B, S[t], H[t], D, tol);
             check_gaps(w2, first[t], pl[t], es, B, S[t], H[t], D);
@@ -387,6 +403,7 @@ static const shape SHAPES[] = {
     {1, 2, 1, 127, 129, 256}, /* MQA, the largest head */
     {2, 2, 2, 7, 1025, 128},  /* decode-like: few queries, many keys */
     {1, 1, 1, 129, 127, 33},  /* odd D: no vector loads */
+    {2, 4, 1, 130, 67, 192},  /* MQA 4, a head dim the D = 256 kernels pad, S_q > S_kv */
     {1, 2, 2, 1025, 1025, 64},
     {1, 2, 1, 1025, 129, 256},
     {1, 2, 2, 1, 1025, 256},
@@ -476,9 +493,10 @@ static double time_calls(int path, bool bwd, const problem *pr, const dev_bufs *
 
 static void test_timing(void) {
     if (under_sanitizer()) return;
-    const int64_t B = 4, H = 16, S = 1024, D = 64;
-    for (int di = 0; di < 2; di++) {
-        cml_dtype dt = di == 0 ? CML_BF16 : CML_F32;
+    const int64_t B = 4, H = 16, S = 1024;
+    for (int di = 0; di < 3; di++) {
+        const cml_dtype dt = di == 1 ? CML_F32 : CML_BF16;
+        const int64_t D = di == 2 ? 256 : 64;
         for (int causal = 0; causal < 2; causal++) {
             problem pr;
             memset(&pr, 0, sizeof pr);
@@ -495,9 +513,10 @@ static void test_timing(void) {
                 double tf = time_calls(path, false, &pr, &g, 20), tb = time_calls(path, true, &pr, &g, 10);
                 const char *pname =
                     path == PATH_SIMT ? "simt" : cml__attention_fwd_cuda_path_name(gctx, &pr.d, g.o, g.q, g.k, g.v);
-                printf("  timing %-4s %s B=%lld H=%lld S=%lld D=%lld %s: fwd %.3f ms %.1f TFLOP/s, bwd %.3f ms %.1f "
-                       "TFLOP/s\n",
-                       pname, cml_dtype_name(dt), (long long)B, (long long)H,
+                const char *bname = path == PATH_AUTO && cml__attention_mma_takes(gctx, &pr.d, true) ? "mma" : "simt";
+                printf("  timing %-4s/%-4s %s B=%lld H=%lld S=%lld D=%lld %s: fwd %.3f ms %.1f TFLOP/s, bwd %.3f ms "
+                       "%.1f TFLOP/s\n",
+                       pname, bname, cml_dtype_name(dt), (long long)B, (long long)H,
                        (long long)S, (long long)D, causal ? "causal" : "full", tf * 1e3, flops / tf * 1e-12,
                        tb * 1e3, 2.5 * flops / tb * 1e-12);
             }
@@ -521,6 +540,14 @@ int main(void) {
            "(device sm_%d)\n", n_fwd_sm90, n_fwd_auto, n_fwd_sm90_runs, cml__cuda_arch(0));
     CHECK_MSG(!hopper || n_fwd_sm90 > 0, "an sm_90 device, but no forward case took the sm90 path");
     CHECK_MSG(n_fwd_sm90_runs == n_fwd_sm90, "%d cases predicted sm90, %d ran there", n_fwd_sm90, n_fwd_sm90_runs);
+    const int arch = cml__cuda_arch(0);
+    printf("mma backward path: %d of %d 16-bit backward cases through cml_attention_bwd ran there, D > 128: %d of %d "
+           "(device sm_%d)\n", n_bwd_mma, n_bwd_auto, n_bwd_wide_mma, n_bwd_wide, arch);
+    CHECK_MSG(arch < 80 || n_bwd_mma > 0, "an sm_%d device, but no backward case took the mma path", arch);
+    /* sm_80 and sm_90 have the shared memory the D = 256 kernels take (sm_86/89 do not) */
+    CHECK_MSG(!(arch == 80 || arch == 90) || (n_bwd_wide > 0 && n_bwd_wide_mma == n_bwd_wide),
+              "an sm_%d device, but %d of %d backward cases with D > 128 took the mma path", arch, n_bwd_wide_mma,
+              n_bwd_wide);
     return th_finish();
 }
 #endif

@@ -89,7 +89,8 @@ cml_status cml__gemm_cuda(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, cons
                           const void *C);
 bool cml__gemm_sm90_takes(const cml_ctx *ctx, const cml_gemm_desc *desc, const void *D, const void *A,
                           const void *B, const void *C);
-/* Bytes of ctx workspace the sm90 path takes for desc (its split-K partials; 0 without a split). */
+/* Bytes of ctx workspace the sm90 path takes for desc: tf32/fp8 operands it transposes to
+ * K-major and its split-K partials (0 when neither). */
 size_t cml__gemm_sm90_workspace_size(const cml_ctx *ctx, const cml_gemm_desc *desc);
 cml_status cml__gemm_sm90(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, const void *A, const void *B,
                           const void *C);
@@ -121,7 +122,8 @@ cml_status cml__gemm_grouped_cuda(cml_ctx *ctx, const cml_gemm_desc *descs, int6
  * handles the whole problem (FlashAttention-2 tiling, never an S_q x S_kv matrix in
  * memory; bitwise deterministic, no atomics):
  *   1. cml__attention_*_mma  (attention_fwd_mma.cu, attention_bwd_mma.cu): mma.sync
- *      m16n8k16 tensor cores, f16/bf16 on sm_80+, D <= 256 forward, D <= 128 backward
+ *      m16n8k16 tensor cores, f16/bf16 on sm_80+, D <= 256 (the backward above 128 needs
+ *      ~150 KB of shared memory per block: sm_80/sm_90)
  *      (cml__attention_mma_takes says whether it takes a problem);
  *   2. cml__attention_*_simt (attention_fwd_simt.cu, attention_bwd_simt.cu): exact f32
  *      math on CUDA cores, every dtype, D <= 256: always correct.
@@ -135,6 +137,11 @@ cml_status cml__attention_bwd_cuda(cml_ctx *ctx, const cml_attention_desc *desc,
 bool cml__attention_mma_takes(const cml_ctx *ctx, const cml_attention_desc *desc, bool backward);
 cml_status cml__attention_fwd_mma(cml_ctx *ctx, const cml_attention_desc *desc, void *O, float *lse,
                                   const void *Q, const void *K, const void *V);
+/* attention_bwd_mma.cu: the dynamic shared memory a block of the mma backward takes for head
+ * dim D (the dispatch checks that the device has it), and how many of its calls launched so far
+ * in this process (tests: which path ran). */
+size_t cml__attention_bwd_mma_smem(int64_t D);
+long long cml__attention_bwd_mma_runs(void);
 cml_status cml__attention_bwd_mma(cml_ctx *ctx, const cml_attention_desc *desc, void *dQ, void *dK, void *dV,
                                   const void *dO, const void *Q, const void *K, const void *V, const void *O,
                                   const float *lse);

@@ -1,4 +1,4 @@
-/* CUDA attention backward on mma.sync tensor cores (f16/bf16, sm_80+, D <= 128),
+/* CUDA attention backward on mma.sync tensor cores (f16/bf16, sm_80+, D <= 256),
  * FlashAttention-2 style and deterministic without atomics (the math is in
  * attention_bwd_simt.cu; fragments in attention_mma.cuh).
  *
@@ -12,7 +12,11 @@
  * the key tiles (BK) in order: S = Q K^T, dP = dO V^T, dS = P (dP - Di), and
  * dQ += dS K.
  * P and dS are rounded to 16 bits as tensor-core operands; row statistics,
- * scores and accumulators are f32. */
+ * scores and accumulators are f32.
+ * D = 256 (the "2" kernels below): 16 x 256 f32 accumulators for both dK and dV
+ * do not fit a thread's registers, so those blocks have 8 warps and split the
+ * head dim of the outputs in two halves, and P^T, dS^T (dS) go through shared
+ * memory. */
 #include "kernels/cuda/attention/attention_common.cuh"
 #include "kernels/cuda/attention/attention_mma.cuh"
 
@@ -232,6 +236,245 @@ static __global__ void __launch_bounds__(NT) attn_bwd_dq_mma_kernel(const __grid
     }
 }
 
+/* ---- D = 256: 8 warps, the outputs' head dim split in two halves -------------------------------
+ * Warp w owns rows 16 (w % 4) .. + 15 of the tile and head-dim half w / 4 of its outputs (64 f32
+ * accumulators a thread for dK and dV each, 64 for dQ). The scores are split by columns instead:
+ * warp w computes rows 16 (w % 4) and column half w / 4 of S^T, dP^T (S, dP) over the whole head
+ * dim, and writes P^T and dS^T (dS), rounded to 16 bits as before, to shared memory, whence
+ * they are the A operands of the second products. Same sums in the same order for any
+ * launch: deterministic. */
+
+#define NT2 256
+
+template <int DP, int BR, int BC> struct bwd_mma2_cfg {
+    static constexpr int LD = DP + 8, LDP = BC + 8;
+    /* bwd_mma_cfg's tiles, plus two 16-bit BR x BC tiles (P^T and dS^T; dS) */
+    static constexpr size_t smem = bwd_mma_cfg<DP, BR, BC>::smem + sizeof(uint16_t) * (size_t)2 * BR * LDP;
+};
+
+/* Rows r (g) and r + 8 (g + 8) of an accumulator n-tile pair, as 16-bit pairs into a tile. */
+template <int DT, int LDP>
+static __device__ __forceinline__ void bwd_store_b16(uint16_t *tile, const float (&acc)[4], int r, int col) {
+    *(uint32_t *)(tile + r * LDP + col) = cml__pack2<DT>(acc[0], acc[1]);
+    *(uint32_t *)(tile + (r + 8) * LDP + col) = cml__pack2<DT>(acc[2], acc[3]);
+}
+
+template <int DT, int DP, int BQ>
+static __global__ void __launch_bounds__(NT2) attn_bwd_dkv_mma2_kernel(const __grid_constant__ cml__attn_params p) {
+    constexpr int BK = 64, LD = bwd_mma2_cfg<DP, BK, BQ>::LD, LDP = bwd_mma2_cfg<DP, BK, BQ>::LDP;
+    constexpr int NQT = BQ / 16, NDT = DP / 16; /* n-tiles of a warp's scores, of its dK and dV halves */
+    typedef typename cml__elem<DT>::type T;
+    extern __shared__ uint4 smem_u4[];
+    uint16_t *Ks = (uint16_t *)smem_u4, *Vs = Ks + BK * LD, *Qs = Vs + BK * LD, *dOs = Qs + BQ * LD;
+    uint16_t *Ps = dOs + BQ * LD, *dSs = Ps + BK * LDP;
+    float *Ls = (float *)(dSs + BK * LDP), *Dis = Ls + BQ;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+    const int r0 = (warp % 4) * 16, q0 = (warp / 4) * (BQ / 2), d0 = (warp / 4) * (DP / 2);
+    const int bh = blockIdx.x, b = bh / p.H_kv, hk = bh % p.H_kv;
+    const long long kbase = b * p.ks[0] + hk * p.ks[2], vbase = b * p.vs[0] + hk * p.vs[2];
+    const int n_tiles = (p.S_kv + BK - 1) / BK;
+    for (int t_ = blockIdx.y; t_ < n_tiles; t_ += gridDim.y) {
+        const int j0 = t_ * BK;
+        const int key0 = j0 + r0 + g; /* this lane's keys: key0 and key0 + 8 */
+        __syncthreads();
+        cml__attn_load_b16<DP, BK, NT2>(Ks, p.K, kbase, p.ks[1], j0, p.S_kv - j0, p.D, p.vec);
+        cml__attn_load_b16<DP, BK, NT2>(Vs, p.V, vbase, p.vs[1], j0, p.S_kv - j0, p.D, p.vec);
+        float dk[NDT][4], dv[NDT][4];
+#pragma unroll
+        for (int n = 0; n < NDT; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
+        long long first = p.causal ? (long long)j0 - ((long long)p.S_kv - p.S_q) : 0;
+        const int i_first = first < 0 ? 0 : first > p.S_q ? p.S_q : (int)first;
+        for (int h = hk * p.group; h < (hk + 1) * p.group; h++) {
+            const long long qbase = b * p.qs[0] + h * p.qs[2], obase = b * p.os[0] + h * p.os[2];
+            const long long rowbase = ((long long)b * p.H_q + h) * p.S_q;
+            for (int i0 = i_first; i0 < p.S_q; i0 += BQ) {
+                __syncthreads();
+                cml__attn_load_b16<DP, BQ, NT2>(Qs, p.Q, qbase, p.qs[1], i0, p.S_q - i0, p.D, p.vec);
+                cml__attn_load_b16<DP, BQ, NT2>(dOs, p.dO, obase, p.os[1], i0, p.S_q - i0, p.D, p.vec);
+                for (int q = threadIdx.x; q < BQ; q += NT2) {
+                    const bool ok = i0 + q < p.S_q;
+                    Ls[q] = ok ? p.lse[rowbase + i0 + q] * CML_ATTN_LOG2E : 0.0f;
+                    Dis[q] = ok ? p.Di[rowbase + i0 + q] : 0.0f;
+                }
+                __syncthreads();
+                float st[NQT][4], dpt[NQT][4];
+#pragma unroll
+                for (int n = 0; n < NQT; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) st[n][e] = dpt[n][e] = 0.0f;
+#pragma unroll 4 /* fully unrolled, ptxas keeps too many fragments live and spills */
+                for (int k0 = 0; k0 < DP; k0 += 16) {
+                    uint32_t ak[4], av[4];
+                    cml__load_a<LD>(ak, Ks, r0, k0, lane);
+                    cml__load_a<LD>(av, Vs, r0, k0, lane);
+#pragma unroll
+                    for (int n = 0; n < NQT; n += 2) {
+                        uint32_t bq[4], bo[4];
+                        cml__load_bt<LD>(bq, Qs, q0 + n * 8, k0, lane);
+                        cml__load_bt<LD>(bo, dOs, q0 + n * 8, k0, lane);
+                        cml__mma_16816<DT>(st[n], ak, bq[0], bq[1]);
+                        cml__mma_16816<DT>(st[n + 1], ak, bq[2], bq[3]);
+                        cml__mma_16816<DT>(dpt[n], av, bo[0], bo[1]);
+                        cml__mma_16816<DT>(dpt[n + 1], av, bo[2], bo[3]);
+                    }
+                }
+                /* element e of n-tile n: key key0 + 8 (e / 2), query i0 + q0 + 8n + 2c + e % 2 */
+#pragma unroll
+                for (int n = 0; n < NQT; n++) {
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int q = q0 + 8 * n + 2 * c + (e & 1);
+                        const bool sees = cml__attn_sees(p, (long long)i0 + q, key0 + 8 * (e / 2));
+                        const float pij = sees ? exp2f(st[n][e] * p.scale_log2 - Ls[q]) : 0.0f;
+                        st[n][e] = pij;
+                        dpt[n][e] = sees ? pij * (dpt[n][e] - Dis[q]) : 0.0f;
+                    }
+                    bwd_store_b16<DT, LDP>(Ps, st[n], r0 + g, q0 + 8 * n + 2 * c);
+                    bwd_store_b16<DT, LDP>(dSs, dpt[n], r0 + g, q0 + 8 * n + 2 * c);
+                }
+                __syncthreads();
+                /* dV += P^T dO, dK += dS^T Q over the tile's queries, on this warp's head-dim half */
+#pragma unroll
+                for (int k = 0; k < BQ; k += 16) {
+                    uint32_t ap[4], as[4];
+                    cml__load_a<LDP>(ap, Ps, r0, k, lane);
+                    cml__load_a<LDP>(as, dSs, r0, k, lane);
+#pragma unroll
+                    for (int n = 0; n < NDT; n += 2) {
+                        uint32_t bo[4], bq[4];
+                        cml__load_bn<LD>(bo, dOs, k, d0 + n * 8, lane);
+                        cml__load_bn<LD>(bq, Qs, k, d0 + n * 8, lane);
+                        cml__mma_16816<DT>(dv[n], ap, bo[0], bo[1]);
+                        cml__mma_16816<DT>(dv[n + 1], ap, bo[2], bo[3]);
+                        cml__mma_16816<DT>(dk[n], as, bq[0], bq[1]);
+                        cml__mma_16816<DT>(dk[n + 1], as, bq[2], bq[3]);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int key = key0 + 8 * r;
+            if (key >= p.S_kv) continue;
+            T *dkrow = (T *)p.dK + kbase + (long long)key * p.ks[1];
+            T *dvrow = (T *)p.dV + vbase + (long long)key * p.vs[1];
+#pragma unroll
+            for (int n = 0; n < NDT; n++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int col = d0 + 8 * n + 2 * c + e;
+                    if (col >= p.D) continue;
+                    dkrow[col] = cml__from_f32<DT>(dk[n][2 * r + e] * p.scale);
+                    dvrow[col] = cml__from_f32<DT>(dv[n][2 * r + e]);
+                }
+        }
+    }
+}
+
+template <int DT, int DP, int BK>
+static __global__ void __launch_bounds__(NT2) attn_bwd_dq_mma2_kernel(const __grid_constant__ cml__attn_params p) {
+    constexpr int BQ = 64, LD = bwd_mma2_cfg<DP, BQ, BK>::LD, LDP = bwd_mma2_cfg<DP, BQ, BK>::LDP;
+    constexpr int NKT = BK / 16, NDT = DP / 16; /* n-tiles of a warp's scores and of its dQ half */
+    typedef typename cml__elem<DT>::type T;
+    extern __shared__ uint4 smem_u4[];
+    uint16_t *Qs = (uint16_t *)smem_u4, *dOs = Qs + BQ * LD, *Ks = dOs + BQ * LD, *Vs = Ks + BK * LD;
+    uint16_t *dSs = Vs + BK * LD;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+    const int r0 = (warp % 4) * 16, kc = (warp / 4) * (BK / 2), d0 = (warp / 4) * (DP / 2);
+    const int bh = blockIdx.x, b = bh / p.H_q, h = bh % p.H_q, hk = h / p.group;
+    const long long qbase = b * p.qs[0] + h * p.qs[2], obase = b * p.os[0] + h * p.os[2];
+    const long long kbase = b * p.ks[0] + hk * p.ks[2], vbase = b * p.vs[0] + hk * p.vs[2];
+    const long long rowbase = ((long long)b * p.H_q + h) * p.S_q;
+    const int n_tiles = (p.S_q + BQ - 1) / BQ;
+    for (int t_ = blockIdx.y; t_ < n_tiles; t_ += gridDim.y) {
+        const int i0 = (n_tiles - 1 - t_) * BQ;
+        __syncthreads();
+        cml__attn_load_b16<DP, BQ, NT2>(Qs, p.Q, qbase, p.qs[1], i0, p.S_q - i0, p.D, p.vec);
+        cml__attn_load_b16<DP, BQ, NT2>(dOs, p.dO, obase, p.os[1], i0, p.S_q - i0, p.D, p.vec);
+        const int row0 = i0 + r0 + g;
+        int vend[2];
+        float L2[2], Dr[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            vend[r] = cml__attn_visible_end(p, row0 + 8 * r);
+            L2[r] = vend[r] > 0 ? p.lse[rowbase + row0 + 8 * r] * CML_ATTN_LOG2E : 0.0f;
+            Dr[r] = vend[r] > 0 ? p.Di[rowbase + row0 + 8 * r] : 0.0f;
+        }
+        float dq[NDT][4];
+#pragma unroll
+        for (int n = 0; n < NDT; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+        const int last = (i0 + BQ < p.S_q ? i0 + BQ : p.S_q) - 1;
+        const int kv_end = cml__attn_visible_end(p, last);
+        for (int j0 = 0; j0 < kv_end; j0 += BK) {
+            __syncthreads();
+            cml__attn_load_b16<DP, BK, NT2>(Ks, p.K, kbase, p.ks[1], j0, p.S_kv - j0, p.D, p.vec);
+            cml__attn_load_b16<DP, BK, NT2>(Vs, p.V, vbase, p.vs[1], j0, p.S_kv - j0, p.D, p.vec);
+            __syncthreads();
+            float s[NKT][4], dp[NKT][4];
+#pragma unroll
+            for (int n = 0; n < NKT; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.0f;
+#pragma unroll
+            for (int k0 = 0; k0 < DP; k0 += 16) {
+                uint32_t aq[4], ao[4];
+                cml__load_a<LD>(aq, Qs, r0, k0, lane);
+                cml__load_a<LD>(ao, dOs, r0, k0, lane);
+#pragma unroll
+                for (int n = 0; n < NKT; n += 2) {
+                    uint32_t bk[4], bv[4];
+                    cml__load_bt<LD>(bk, Ks, kc + n * 8, k0, lane);
+                    cml__load_bt<LD>(bv, Vs, kc + n * 8, k0, lane);
+                    cml__mma_16816<DT>(s[n], aq, bk[0], bk[1]);
+                    cml__mma_16816<DT>(s[n + 1], aq, bk[2], bk[3]);
+                    cml__mma_16816<DT>(dp[n], ao, bv[0], bv[1]);
+                    cml__mma_16816<DT>(dp[n + 1], ao, bv[2], bv[3]);
+                }
+            }
+#pragma unroll
+            for (int n = 0; n < NKT; n++) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int r = e / 2;
+                    const bool sees = j0 + kc + 8 * n + 2 * c + (e & 1) < vend[r];
+                    const float pij = sees ? exp2f(s[n][e] * p.scale_log2 - L2[r]) : 0.0f;
+                    s[n][e] = sees ? pij * (dp[n][e] - Dr[r]) : 0.0f; /* dS */
+                }
+                bwd_store_b16<DT, LDP>(dSs, s[n], r0 + g, kc + 8 * n + 2 * c);
+            }
+            __syncthreads();
+            /* dQ += dS K over the tile's keys, on this warp's head-dim half */
+#pragma unroll
+            for (int k = 0; k < BK; k += 16) {
+                uint32_t a[4];
+                cml__load_a<LDP>(a, dSs, r0, k, lane);
+#pragma unroll
+                for (int n = 0; n < NDT; n += 2) {
+                    uint32_t bk[4];
+                    cml__load_bn<LD>(bk, Ks, k, d0 + n * 8, lane);
+                    cml__mma_16816<DT>(dq[n], a, bk[0], bk[1]);
+                    cml__mma_16816<DT>(dq[n + 1], a, bk[2], bk[3]);
+                }
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int qi = row0 + 8 * r;
+            if (qi >= p.S_q) continue;
+            T *row = (T *)p.dQ + qbase + (long long)qi * p.qs[1];
+#pragma unroll
+            for (int n = 0; n < NDT; n++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int col = d0 + 8 * n + 2 * c + e;
+                    if (col < p.D) row[col] = cml__from_f32<DT>(dq[n][2 * r + e] * p.scale);
+                }
+        }
+    }
+}
+
 /* ---- launches ------------------------------------------------------------------------------ */
 
 /* BQ (dkv) and BK (dq) per head dim: 64, and 32 for D > 64 to stay in registers. */
@@ -255,22 +498,59 @@ template <int DT, int DP, int BT> static cml_status bwd_mma_launch(cml_ctx *ctx,
                                   g2.x * g2.y, NT);
 }
 
+/* D = 256: BQ (dkv) and BK (dq) as below; BK (dkv) and BQ (dq) are 64. */
+#define BQ2 64
+#define BK2 64
+
+template <int DT, int DP> static cml_status bwd_mma2_launch(cml_ctx *ctx, const cml__attn_params &p) {
+    static const char fn[] = "cml_attention_bwd";
+    cudaStream_t s = cml__stream(ctx);
+    const size_t smem_dkv = bwd_mma2_cfg<DP, 64, BQ2>::smem, smem_dq = bwd_mma2_cfg<DP, 64, BK2>::smem;
+    CML_CUDA_TRY(fn, cudaFuncSetAttribute(attn_bwd_dkv_mma2_kernel<DT, DP, BQ2>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_dkv));
+    CML_CUDA_TRY(fn, cudaFuncSetAttribute(attn_bwd_dq_mma2_kernel<DT, DP, BK2>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_dq));
+    const long long bkv = (long long)p.B * p.H_kv, ktiles = (p.S_kv + 63) / 64;
+    const dim3 g1 = cml__attn_grid(bkv, ktiles);
+    attn_bwd_dkv_mma2_kernel<DT, DP, BQ2><<<g1, NT2, smem_dkv, s>>>(p);
+    CML_TRY(cml__cuda_check_launch(fn, "attn_bwd_dkv_mma2_kernel", cml_dtype_name((cml_dtype)DT), bkv * ktiles,
+                                   g1.x * g1.y, NT2));
+    const long long bq = (long long)p.B * p.H_q, qtiles = (p.S_q + 63) / 64;
+    const dim3 g2 = cml__attn_grid(bq, qtiles);
+    attn_bwd_dq_mma2_kernel<DT, DP, BK2><<<g2, NT2, smem_dq, s>>>(p);
+    return cml__cuda_check_launch(fn, "attn_bwd_dq_mma2_kernel", cml_dtype_name((cml_dtype)DT), bq * qtiles,
+                                  g2.x * g2.y, NT2);
+}
+
+extern "C" size_t cml__attention_bwd_mma_smem(int64_t D) {
+    if (cml__attn_dp(D) <= 128) return bwd_mma_cfg<128, 64, 32>::smem;
+    const size_t a = bwd_mma2_cfg<256, 64, BQ2>::smem, b = bwd_mma2_cfg<256, 64, BK2>::smem;
+    return a > b ? a : b;
+}
+
 template <int DT> static cml_status bwd_mma_dtype(cml_ctx *ctx, const cml__attn_params &p) {
     switch (cml__attn_dp(p.D)) {
     case 32: return bwd_mma_launch<DT, 32, 64>(ctx, p);
     case 64: return bwd_mma_launch<DT, 64, 64>(ctx, p);
-    default: return bwd_mma_launch<DT, 128, 32>(ctx, p);
+    case 128: return bwd_mma_launch<DT, 128, 32>(ctx, p);
+    default: return bwd_mma2_launch<DT, 256>(ctx, p);
     }
 }
+
+static long long bwd_mma_runs;
+
+extern "C" long long cml__attention_bwd_mma_runs(void) { return __atomic_load_n(&bwd_mma_runs, __ATOMIC_RELAXED); }
 
 extern "C" cml_status cml__attention_bwd_mma(cml_ctx *ctx, const cml_attention_desc *desc, void *dQ, void *dK,
                                              void *dV, const void *dO, const void *Q, const void *K, const void *V,
                                              const void *O, const float *lse) {
     static const char fn[] = "cml_attention_bwd";
     if (!cml__attention_mma_takes(ctx, desc, true))
-        return cml__error(CML_ERR_UNSUPPORTED, "%s: the tensor-core path takes f16/bf16 with D <= 128 on sm_80+ "
+        return cml__error(CML_ERR_UNSUPPORTED, "%s: the tensor-core path takes f16/bf16 with D <= 256 on sm_80+, "
+                                               "D > 128 where a block may have %zu bytes of shared memory "
                                                "(got %s, D=%lld)",
-                          fn, cml_dtype_name(desc->dtype), (long long)desc->D);
+                          fn, cml__attention_bwd_mma_smem(desc->D), cml_dtype_name(desc->dtype),
+                          (long long)desc->D);
     cml__attn_params p;
     const void *ptrs[7] = {dQ, dK, dV, dO, Q, K, V};
     CML_TRY(cml__attn_setup(fn, ctx, desc, &p, ptrs, 7));
@@ -278,6 +558,7 @@ extern "C" cml_status cml__attention_bwd_mma(cml_ctx *ctx, const cml_attention_d
     p.Q = Q, p.K = K, p.V = V, p.dO = dO, p.O = (void *)O, p.lse = lse;
     p.dQ = dQ, p.dK = dK, p.dV = dV;
     CML_TRY(cml__attn_bwd_prep(ctx, &p));
-    if (p.dtype == CML_F16) return bwd_mma_dtype<CML_F16>(ctx, p);
-    return bwd_mma_dtype<CML_BF16>(ctx, p);
+    const cml_status st = p.dtype == CML_F16 ? bwd_mma_dtype<CML_F16>(ctx, p) : bwd_mma_dtype<CML_BF16>(ctx, p);
+    if (st == CML_OK) __atomic_add_fetch(&bwd_mma_runs, 1, __ATOMIC_RELAXED);
+    return st;
 }

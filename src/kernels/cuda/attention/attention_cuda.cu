@@ -8,12 +8,13 @@
  *     (attention_sm90.h); everything else goes on down this list;
  *   - mma (attention_fwd_mma.cu, attention_bwd_mma.cu): FlashAttention-2 tiling
  *     on mma.sync m16n8k16 tensor cores, for f16/bf16 on sm_80 and later,
- *     D <= 256 forward and D <= 128 backward;
+ *     D <= 256 (the backward at D > 128 where the device has the shared memory it takes);
  *   - simt (attention_fwd_simt.cu, attention_bwd_simt.cu): the same tiling in
  *     exact f32 on CUDA cores, for every dtype and D <= 256: f32 inputs, and
  *     whatever the mma path does not take.
  */
 #include "kernels/cuda/attention/attention_common.cuh"
+#include "kernels/cuda/attention/attention_mma.cuh"
 #include "kernels/cuda/attention/attention_sm90.h"
 
 #include <limits.h>
@@ -116,8 +117,14 @@ extern "C" cml_status cml__attn_setup(const char *fn, cml_ctx *ctx, const cml_at
 
 extern "C" bool cml__attention_mma_takes(const cml_ctx *ctx, const cml_attention_desc *d, bool backward) {
     if (d->dtype != CML_F16 && d->dtype != CML_BF16) return false;
-    if (d->D > (backward ? 128 : 256)) return false;
-    return cml__cuda_arch(ctx->device.index) >= 80;
+    if (d->D > 256 || cml__cuda_arch(ctx->device.index) < 80) return false;
+    if (!backward || d->D <= 128) return true;
+    int smem = 0; /* D > 128: the backward's larger tiles (sm_86/89 have 99 KB a block, sm_80 163 KB) */
+    if (cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx->device.index) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return (size_t)smem >= cml__attention_bwd_mma_smem(d->D);
 }
 
 extern "C" const char *cml__attention_fwd_cuda_path_name(const cml_ctx *ctx, const cml_attention_desc *desc,

@@ -1,10 +1,11 @@
 /* The Hopper GEMM path (sm_90a): which problems it takes, its tile configurations,
  * and the launch of gemm_sm90_kernel (gemm_sm90_kernel.cuh) with TMA maps.
  *
- * Taken: Hopper device; A and B of one dtype: bf16 or f16 (any op), f32 with
- * CML_GEMM_MATH_TF32 or fp8 e4m3/e5m2 (both K-major: op_a = N, op_b = T, the layout
- * wgmma reads those types in); K >= 1; A and B 16-byte aligned with leading
- * dimensions (and batch strides) that are multiples of 16 bytes (TMA's rules).
+ * Taken: Hopper device; A and B of one dtype: bf16 or f16, f32 with
+ * CML_GEMM_MATH_TF32, or fp8 e4m3/e5m2, any ops; K >= 1; A and B 16-byte aligned with
+ * leading dimensions (and batch strides) that are multiples of 16 bytes (TMA's rules).
+ * wgmma reads tf32 and fp8 only K-major (op_a = N, op_b = T): other layouts are first
+ * transposed into the context's workspace by a tiled copy (one more pass over the operand).
  * Anything else goes to the other paths. M, N and K need not be multiples of the
  * tile: TMA reads zeros past the edges and the epilogue stores only inside D. */
 #include <math.h>
@@ -44,8 +45,6 @@ extern "C" bool cml__gemm_sm90_takes(const cml_ctx *ctx, const cml_gemm_desc *d,
     if (cml__cuda_arch(ctx->device.index) != 90) return false;
     int kind = input_kind(d);
     if (kind < 0 || d->K < 1) return false;
-    bool k_major_only = kind != CML_SM90_BF16 && kind != CML_SM90_F16;
-    if (k_major_only && (d->op_a != CML_OP_N || d->op_b != CML_OP_T)) return false;
     /* tile indices and TMA coordinates are 32-bit */
     const int64_t lim = (int64_t)1 << 30;
     if (d->M >= lim || d->N >= lim || d->K >= lim || d->batch >= lim) return false;
@@ -157,7 +156,7 @@ static __global__ void gemm_sm90_splitk_reduce(const __grid_constant__ cml__gemm
 
 template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER>
 static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, const void *A, const void *B,
-                              const void *C, int splits) {
+                              const void *C, int splits, float *ws) {
     const int dev = ctx->device.index;
     CML_TRY((allow_smem<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER>(dev)));
     /* stored shapes: A is M x K (op N) or K x M (op T); B is N x K (op T) or K x N (op N).
@@ -183,9 +182,7 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
     p.splits = splits;
     p.split_kb = (p.k_blocks + splits - 1) / splits;
     cml__gemm_epi epi = cml__gemm_epi_make(d, D, C), final_epi = epi;
-    float *ws = NULL;
-    if (splits > 1) { /* the kernel stores f32 partial tiles; gemm_sm90_splitk_reduce finishes D */
-        CML_TRY(cml_ctx_workspace(ctx, (void **)&ws, splitk_bytes(d, splits)));
+    if (splits > 1) { /* the kernel stores f32 partial tiles (ws); gemm_sm90_splitk_reduce finishes D */
         memset(&epi, 0, sizeof epi);
         epi.alpha = 1.0f;
         epi.d_dtype = CML_F32;
@@ -263,43 +260,145 @@ static sm90_plan plan(const cml_ctx *ctx, const cml_gemm_desc *d, int kind) {
     return best;
 }
 
+/* ---- operands wgmma cannot read in place: transposed into the workspace ------------------------ */
+
+/* out[b][c][r] = in[b][r][c] for r < rows, c < cols: 32 x 32 tiles through shared memory,
+ * so that both the reads and the writes are coalesced. */
+template <typename T>
+static __global__ void gemm_sm90_transpose(const T *in, long long ld_in, long long stride_in, T *out, long long ld_out,
+                                           long long stride_out, long long rows, long long cols) {
+    __shared__ T tile[32][33];
+    const long long tiles_c = (cols + 31) / 32, tiles = (rows + 31) / 32 * tiles_c;
+    const T *src = in + blockIdx.y * stride_in;
+    T *dst = out + blockIdx.y * stride_out;
+    for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const long long r0 = t / tiles_c * 32, c0 = t % tiles_c * 32;
+        for (int i = threadIdx.y; i < 32; i += 8) {
+            const long long r = r0 + i, c = c0 + threadIdx.x;
+            if (r < rows && c < cols) tile[i][threadIdx.x] = src[r * ld_in + c];
+        }
+        __syncthreads();
+        for (int i = threadIdx.y; i < 32; i += 8) {
+            const long long c = c0 + i, r = r0 + threadIdx.x;
+            if (r < rows && c < cols) dst[c * ld_out + r] = tile[threadIdx.x][i];
+        }
+        __syncthreads();
+    }
+}
+
+/* How the sm90 path runs a problem: the descriptor it launches (K-major operands for tf32 and
+ * fp8, pointing into the workspace where transposed), its plan, and the workspace layout:
+ * [A transposed][B transposed][split-K partials], each part 256-byte aligned. */
+typedef struct sm90_layout {
+    cml_gemm_desc e;
+    bool tr_a, tr_b;
+    sm90_plan pl;
+    size_t off_b, off_partials, total;
+} sm90_layout;
+
+static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+static sm90_layout layout(const cml_ctx *ctx, const cml_gemm_desc *d, int kind) {
+    sm90_layout l;
+    l.e = *d;
+    const bool k_major_only = kind != CML_SM90_BF16 && kind != CML_SM90_F16;
+    l.tr_a = k_major_only && d->op_a == CML_OP_T;
+    l.tr_b = k_major_only && d->op_b == CML_OP_N;
+    const size_t es = cml_dtype_size(d->a_dtype);
+    const int64_t ld = (d->K + (int64_t)(16 / es) - 1) / (int64_t)(16 / es) * (int64_t)(16 / es); /* 16-byte rows */
+    size_t bytes_a = 0, bytes_b = 0;
+    if (l.tr_a) {
+        const int64_t copies = d->batch == 1 || d->stride_a == 0 ? 1 : d->batch;
+        l.e.op_a = CML_OP_N;
+        l.e.lda = ld;
+        l.e.stride_a = copies == 1 ? 0 : d->M * ld;
+        bytes_a = (size_t)(copies * d->M * ld) * es;
+    }
+    if (l.tr_b) {
+        const int64_t copies = d->batch == 1 || d->stride_b == 0 ? 1 : d->batch;
+        l.e.op_b = CML_OP_T;
+        l.e.ldb = ld;
+        l.e.stride_b = copies == 1 ? 0 : d->N * ld;
+        bytes_b = (size_t)(copies * d->N * ld) * es;
+    }
+    l.pl = plan(ctx, &l.e, kind);
+    l.off_b = align256(bytes_a);
+    l.off_partials = l.off_b + align256(bytes_b);
+    const size_t partials = splitk_bytes(&l.e, l.pl.splits);
+    l.total = l.off_partials + partials; /* 0 when nothing is transposed or split */
+    return l;
+}
+
+/* Transposes a stored rows x cols operand (ld, batch stride; stride 0 = one copy) into dst. */
+static cml_status transpose_operand(cml_ctx *ctx, const void *src, int64_t rows, int64_t cols, int64_t ld,
+                                    int64_t stride, int64_t batch, void *dst, int64_t ld_out, int64_t stride_out,
+                                    size_t es) {
+    const int64_t copies = batch == 1 || stride == 0 ? 1 : batch;
+    const long long tiles = (rows + 31) / 32 * ((cols + 31) / 32);
+    const int sms = cml__cuda_sm_count(ctx->device.index);
+    const unsigned blocks = (unsigned)(tiles < 8LL * sms ? tiles : 8LL * sms);
+    const dim3 grid(blocks, (unsigned)copies), block(32, 8);
+    if (es == 4)
+        gemm_sm90_transpose<float><<<grid, block, 0, cml__stream(ctx)>>>(
+            (const float *)src, ld, stride, (float *)dst, ld_out, stride_out, rows, cols);
+    else
+        gemm_sm90_transpose<uint8_t><<<grid, block, 0, cml__stream(ctx)>>>(
+            (const uint8_t *)src, ld, stride, (uint8_t *)dst, ld_out, stride_out, rows, cols);
+    return cml__cuda_check_launch(fn, "gemm_sm90_transpose", es == 4 ? "f32" : "fp8", tiles * copies, blocks, 256);
+}
+
 template <int KIND, int TRANS_A, int TRANS_B>
-static cml_status sm90_run(cml_ctx *ctx, const cml_gemm_desc *d, void *D, const void *A, const void *B,
-                           const void *C) {
-    const sm90_plan pl = plan(ctx, d, KIND);
-    if (pl.bn == 256) return sm90_launch<256, 4, KIND, TRANS_A, TRANS_B, 2>(ctx, d, D, A, B, C, pl.splits);
-    return sm90_launch<128, 6, KIND, TRANS_A, TRANS_B, 2>(ctx, d, D, A, B, C, pl.splits);
+static cml_status sm90_run(cml_ctx *ctx, const sm90_layout *l, void *D, const void *A, const void *B, const void *C,
+                           float *partials) {
+    if (l->pl.bn == 256)
+        return sm90_launch<256, 4, KIND, TRANS_A, TRANS_B, 2>(ctx, &l->e, D, A, B, C, l->pl.splits, partials);
+    return sm90_launch<128, 6, KIND, TRANS_A, TRANS_B, 2>(ctx, &l->e, D, A, B, C, l->pl.splits, partials);
 }
 
 template <int KIND>
-static cml_status sm90_run_16bit(cml_ctx *ctx, const cml_gemm_desc *d, void *D, const void *A, const void *B,
-                                 const void *C) {
+static cml_status sm90_run_16bit(cml_ctx *ctx, const sm90_layout *l, void *D, const void *A, const void *B,
+                                 const void *C, float *partials) {
     /* wgmma's transpose flags: A M-major when op_a = T; B N-major when op_b = N */
-    bool ta = d->op_a == CML_OP_T, tb = d->op_b == CML_OP_N;
-    if (!ta && !tb) return sm90_run<KIND, 0, 0>(ctx, d, D, A, B, C);
-    if (!ta && tb) return sm90_run<KIND, 0, 1>(ctx, d, D, A, B, C);
-    if (ta && !tb) return sm90_run<KIND, 1, 0>(ctx, d, D, A, B, C);
-    return sm90_run<KIND, 1, 1>(ctx, d, D, A, B, C);
+    bool ta = l->e.op_a == CML_OP_T, tb = l->e.op_b == CML_OP_N;
+    if (!ta && !tb) return sm90_run<KIND, 0, 0>(ctx, l, D, A, B, C, partials);
+    if (!ta && tb) return sm90_run<KIND, 0, 1>(ctx, l, D, A, B, C, partials);
+    if (ta && !tb) return sm90_run<KIND, 1, 0>(ctx, l, D, A, B, C, partials);
+    return sm90_run<KIND, 1, 1>(ctx, l, D, A, B, C, partials);
 }
 
 extern "C" size_t cml__gemm_sm90_workspace_size(const cml_ctx *ctx, const cml_gemm_desc *d) {
     int kind = input_kind(d);
     if (kind < 0 || cml__cuda_arch(ctx->device.index) != 90) return 0;
-    return splitk_bytes(d, plan(ctx, d, kind).splits);
+    return layout(ctx, d, kind).total;
 }
 
 extern "C" cml_status cml__gemm_sm90(cml_ctx *ctx, const cml_gemm_desc *d, void *D, const void *A, const void *B,
                                      const void *C) {
     CML_TRY(cml__cuda_activate(ctx));
-    switch (input_kind(d)) {
-    case CML_SM90_BF16: return sm90_run_16bit<CML_SM90_BF16>(ctx, d, D, A, B, C);
-    case CML_SM90_F16: return sm90_run_16bit<CML_SM90_F16>(ctx, d, D, A, B, C);
-    case CML_SM90_TF32: return sm90_run<CML_SM90_TF32, 0, 0>(ctx, d, D, A, B, C);
-    case CML_SM90_E4M3: return sm90_run<CML_SM90_E4M3, 0, 0>(ctx, d, D, A, B, C);
-    case CML_SM90_E5M2: return sm90_run<CML_SM90_E5M2, 0, 0>(ctx, d, D, A, B, C);
-    default:
+    const int kind = input_kind(d);
+    if (kind < 0)
         return cml__error(CML_ERR_UNSUPPORTED, "%s: the sm90 path does not take a=%s b=%s (math %d)", fn,
                           cml_dtype_name(d->a_dtype), cml_dtype_name(d->b_dtype), (int)d->math);
+    const sm90_layout l = layout(ctx, d, kind);
+    uint8_t *ws = NULL;
+    if (l.total) CML_TRY(cml_ctx_workspace(ctx, (void **)&ws, l.total)); /* one request: parts must not move */
+    const size_t es = cml_dtype_size(d->a_dtype);
+    if (l.tr_a) { /* A stored K x M -> M x K */
+        CML_TRY(transpose_operand(ctx, A, d->K, d->M, d->lda, d->stride_a, d->batch, ws, l.e.lda, l.e.stride_a, es));
+        A = ws;
+    }
+    if (l.tr_b) { /* B stored K x N -> N x K */
+        CML_TRY(transpose_operand(ctx, B, d->K, d->N, d->ldb, d->stride_b, d->batch, ws + l.off_b, l.e.ldb,
+                                  l.e.stride_b, es));
+        B = ws + l.off_b;
+    }
+    float *partials = l.pl.splits > 1 ? (float *)(ws + l.off_partials) : NULL;
+    switch (kind) {
+    case CML_SM90_BF16: return sm90_run_16bit<CML_SM90_BF16>(ctx, &l, D, A, B, C, partials);
+    case CML_SM90_F16: return sm90_run_16bit<CML_SM90_F16>(ctx, &l, D, A, B, C, partials);
+    case CML_SM90_TF32: return sm90_run<CML_SM90_TF32, 0, 0>(ctx, &l, D, A, B, C, partials);
+    case CML_SM90_E4M3: return sm90_run<CML_SM90_E4M3, 0, 0>(ctx, &l, D, A, B, C, partials);
+    default: return sm90_run<CML_SM90_E5M2, 0, 0>(ctx, &l, D, A, B, C, partials);
     }
 }
 
@@ -312,6 +411,9 @@ extern "C" bool cml__gemm_sm90_grouped_takes(const cml_ctx *ctx, const cml_gemm_
     int64_t tiles = 0;
     for (int64_t i = 0; i < count; i++) {
         if (!cml__gemm_sm90_takes(ctx, &descs[i], D[i], A[i], B[i], C ? C[i] : NULL)) return false;
+        const int kind = input_kind(&descs[i]); /* no transposed copies in grouped launches */
+        if (kind != CML_SM90_BF16 && kind != CML_SM90_F16 && (descs[i].op_a != CML_OP_N || descs[i].op_b != CML_OP_T))
+            return false;
         tiles += (descs[i].M + 2 * CML_SM90_BM - 1) / (2 * CML_SM90_BM) * ((descs[i].N + 255) / 256);
     }
     return tiles < ((int64_t)1 << 30);
@@ -340,6 +442,8 @@ static cml_status sm90_grouped_launch(cml_ctx *ctx, const cml_gemm_desc *descs, 
         if (TRANS_B) st = operand_map(&g->map_b, B[i], KIND, d->K, d->N, d->ldb, 0, 1, false, 0);
         else st = operand_map(&g->map_b, B[i], KIND, d->N, d->K, d->ldb, 0, 1, true, BN / CLUSTER);
         g->epi = cml__gemm_epi_make(d, D[i], C ? C[i] : NULL);
+        g->tma_store = st == CML_OK && tma_store_ok(d, D[i]) && d->batch == 1;
+        if (g->tma_store) st = output_map(&g->map_d, d, D[i]);
         int tiles_m = (int)((d->M + CML_SM90_BM - 1) / CML_SM90_BM);
         g->cluster_rows = (tiles_m + CLUSTER - 1) / CLUSTER;
         g->tiles_n = (int)((d->N + BN - 1) / BN);

@@ -38,8 +38,9 @@ enum { CML_SM90_BF16 = 0, CML_SM90_F16 = 1, CML_SM90_TF32 = 2, CML_SM90_E4M3 = 3
 
 /* One problem of a grouped launch, in global memory (its maps 64-byte aligned, as TMA needs). */
 typedef struct cml__sm90_group { /* 64-byte aligned through CUtensorMap */
-    CUtensorMap map_a, map_b;
+    CUtensorMap map_a, map_b, map_d;
     cml__gemm_epi epi;
+    int tma_store; /* D through map_d, as cml__sm90_problem's tma_store */
     int cluster_rows, tiles_n, k_blocks;
     int tile_end; /* cluster tiles of problems 0..this one */
 } cml__sm90_group;
@@ -408,7 +409,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
         const bool leader = (threadIdx.x % 128) == 0;
         const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
         float acc[BN / 2];
-        int it = 0, g = 0, mine = 0;
+        int it = 0, g = 0, mine = 0, d_acquired = -1;
         for (int tile = first; tile < total; tile += step, mine++) {
             int tm, tn, b, k_first, k_blocks;
             cml__sm90_locate(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
@@ -417,6 +418,12 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                 continue;
             }
             const cml__gemm_epi *ep = prob.n_groups ? &prob.groups[g].epi : &epi;
+            const bool tma_store = prob.n_groups ? prob.groups[g].tma_store : prob.tma_store;
+            const CUtensorMap *md = prob.n_groups ? &prob.groups[g].map_d : &map_d;
+            if (prob.n_groups && tma_store && leader && g != d_acquired) { /* the leader issues the stores */
+                cml__tma_map_acquire(md);
+                d_acquired = g;
+            }
             if (PINGPONG && mine > 0) cml__sm90_order_wait(consumer); /* tile mine - 1's main loop is done */
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) acc[i] = 0.0f;
@@ -449,8 +456,8 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
             if (leader) cml__sm90_release(&empty[(it - 1) % STAGES], CLUSTER);
             if (PINGPONG && tile + step < total) cml__sm90_order_signal(1 - consumer); /* the next tile's owner */
             tm = tm * CLUSTER + rank;
-            if (prob.tma_store) {
-                cml__sm90_tma_epilogue<BN>(ep, &map_d, acc,
+            if (tma_store) {
+                cml__sm90_tma_epilogue<BN>(ep, md, acc,
                                            (uint8_t *)epi_stage + consumer * 2 * CML_SM90_OUT_BYTES, consumer,
                                            leader, warp, lane, tm * BM + (PINGPONG ? 0 : consumer * 64), tn * BN, b);
                 continue;
@@ -476,7 +483,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                                       threadIdx.x % 128);
             }
         }
-        if (prob.tma_store && leader) cml__bulk_wait<0>(); /* the stores' reads of shared memory are done */
+        if (leader) cml__bulk_wait<0>(); /* any TMA stores' reads of shared memory are done */
     }
     /* no CTA leaves while its peer may still multicast into it or arrive on its barriers */
     if (CLUSTER > 1) cml__cluster_sync();
