@@ -100,10 +100,12 @@ template <int BN, int KIND, int TRANS_A, int TRANS_B>
 static __device__ __forceinline__ void cml__sm90_mma(float *acc, uint64_t da, uint64_t db) {
     if (KIND == CML_SM90_BF16) {
         if (BN == 256) cml__wgmma_m64n256k16_bf16<TRANS_A, TRANS_B>(acc, da, db, 1);
+        else if (BN == 192) cml__wgmma_m64n192k16_bf16<TRANS_A, TRANS_B>(acc, da, db, 1);
         else if (BN == 128) cml__wgmma_m64n128k16_bf16<TRANS_A, TRANS_B>(acc, da, db, 1);
         else cml__wgmma_m64n64k16_bf16<TRANS_A, TRANS_B>(acc, da, db, 1);
     } else if (KIND == CML_SM90_F16) {
         if (BN == 256) cml__wgmma_m64n256k16_f16<TRANS_A, TRANS_B>(acc, da, db, 1);
+        else if (BN == 192) cml__wgmma_m64n192k16_f16<TRANS_A, TRANS_B>(acc, da, db, 1);
         else if (BN == 128) cml__wgmma_m64n128k16_f16<TRANS_A, TRANS_B>(acc, da, db, 1);
         else cml__wgmma_m64n64k16_f16<TRANS_A, TRANS_B>(acc, da, db, 1);
     } else if (KIND == CML_SM90_TF32) {
@@ -225,9 +227,9 @@ static __device__ __noinline__ uint2 cml__sm90_finish_quad(const cml__gemm_epi *
  * (+ bias) with ReLU/GELU or none, and 16-bit D (cml__sm90_tma_store_ok). */
 template <int BN>
 static __device__ __forceinline__ void cml__sm90_tma_epilogue(const cml__gemm_epi *e, const CUtensorMap *map_d,
-                                                              const float *acc, uint8_t *blocks, int consumer,
-                                                              bool leader, int warp, int lane, int row0, int col0,
-                                                              int batch) {
+                                                              const float *acc, uint8_t *blocks, int *blocks_used,
+                                                              int consumer, bool leader, int warp, int lane, int row0,
+                                                              int col0, int batch) {
     float s = e->alpha;
     if (e->a_scale_mode == CML_SCALE_TENSOR) s *= e->a_scale[0];
     if (e->b_scale_mode == CML_SCALE_TENSOR) s *= e->b_scale[0];
@@ -236,7 +238,8 @@ static __device__ __forceinline__ void cml__sm90_tma_epilogue(const cml__gemm_ep
     const uint32_t swz = (uint32_t)(frag_row & 7), within = 4u * (uint32_t)(lane % 4);
 #pragma unroll
     for (int c = 0; c < BN / CML_SM90_OUT_COLS; c++) {
-        uint8_t *block = blocks + (c & 1) * CML_SM90_OUT_BYTES;
+        /* alternate over all of this consumer's blocks, not per tile: BN / 64 may be odd */
+        uint8_t *block = blocks + ((*blocks_used)++ & 1) * CML_SM90_OUT_BYTES;
         if (leader) cml__bulk_wait_read<1>(); /* the store that last read this block is done reading */
         cml__sm90_consumer_sync(consumer);
 #pragma unroll
@@ -409,7 +412,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
         const bool leader = (threadIdx.x % 128) == 0;
         const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
         float acc[BN / 2];
-        int it = 0, g = 0, mine = 0, d_acquired = -1;
+        int it = 0, g = 0, mine = 0, d_acquired = -1, out_blocks = 0;
         for (int tile = first; tile < total; tile += step, mine++) {
             int tm, tn, b, k_first, k_blocks;
             cml__sm90_locate(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
@@ -458,7 +461,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
             tm = tm * CLUSTER + rank;
             if (tma_store) {
                 cml__sm90_tma_epilogue<BN>(ep, md, acc,
-                                           (uint8_t *)epi_stage + consumer * 2 * CML_SM90_OUT_BYTES, consumer,
+                                           (uint8_t *)epi_stage + consumer * 2 * CML_SM90_OUT_BYTES, &out_blocks, consumer,
                                            leader, warp, lane, tm * BM + (PINGPONG ? 0 : consumer * 64), tn * BN, b);
                 continue;
             }
