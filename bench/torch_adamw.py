@@ -22,7 +22,6 @@ GB/s: 28 bytes per parameter (param r+w, grad r, exp_avg r+w, exp_avg_sq r+w),
 import argparse
 import datetime
 import json
-import statistics
 import sys
 
 DELAY_BYTES = 2 << 30
@@ -39,25 +38,16 @@ def gpt2_shapes():
 def measure(args):
     import torch
 
+    from torch_timing import Timer
+
     dev = torch.device("cuda")
     torch.manual_seed(0)
-    delay = torch.empty(DELAY_BYTES, dtype=torch.uint8, device=dev)
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    timer = Timer(flush_bytes=DELAY_BYTES)
 
     def median_ms(fn):
-        for _ in range(3):
-            fn()
-        times = []
-        for i in range(args.reps):
-            delay.fill_(i & 0xFF)
-            start.record()
-            fn()
-            stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop))
-        return statistics.median(times)
+        return timer.median_ms(fn, args.reps)
 
-    half = DELAY_BYTES // 2
+    delay, half = timer.flush, DELAY_BYTES // 2
     copy_gbps = 2 * half / (median_ms(lambda: delay[half:].copy_(delay[:half])) * 1e-3) / 1e9
 
     def make_params():

@@ -91,33 +91,26 @@ static __global__ void __launch_bounds__(NT, DP >= 64 ? 1 : 2) attn_bwd_dkv_simt
     float *Pt = dOs + BQ * LD, *dSt = Pt + BK * LDP, *Ls = dSt + BK * LDP, *Dis = Ls + BQ;
     const int tid = threadIdx.x, cg = tid % 16, rg = tid / 16;
     const int bh = blockIdx.x, b = bh / p.H_kv, hk = bh % p.H_kv;
-    const long long kbase = b * p.ks[0] + hk * p.ks[2], vbase = b * p.vs[0] + hk * p.vs[2];
+    const cml__attn_slices kv = cml__attn_slices_of(p, b, hk * p.group, hk); /* K, V of this kv head */
     const int n_tiles = (p.S_kv + BK - 1) / BK;
     for (int t_ = blockIdx.y; t_ < n_tiles; t_ += gridDim.y) {
         const int j0 = t_ * BK;
         __syncthreads();
-        cml__attn_load_f32<DT, DP, BK, NT>(Ks, p.K, kbase, p.ks[1], j0, p.S_kv - j0, p.D, p.vec);
-        cml__attn_load_f32<DT, DP, BK, NT>(Vs, p.V, vbase, p.vs[1], j0, p.S_kv - j0, p.D, p.vec);
+        cml__attn_load_f32<DT, DP, BK, NT>(Ks, p.K, kv.k, p.ks[1], j0, p.S_kv - j0, p.D, p.vec);
+        cml__attn_load_f32<DT, DP, BK, NT>(Vs, p.V, kv.v, p.vs[1], j0, p.S_kv - j0, p.D, p.vec);
         float dk[TM][NC * CW], dv[TM][NC * CW];
 #pragma unroll
         for (int i = 0; i < TM; i++)
 #pragma unroll
             for (int e = 0; e < NC * CW; e++) dk[i][e] = dv[i][e] = 0.0f;
-        /* the first query that sees key j0 */
-        long long first = p.causal ? (long long)j0 - ((long long)p.S_kv - p.S_q) : 0;
-        const int i_first = first < 0 ? 0 : first > p.S_q ? p.S_q : (int)first;
+        const int i_first = cml__attn_first_query(p, j0);
         for (int h = hk * p.group; h < (hk + 1) * p.group; h++) {
-            const long long qbase = b * p.qs[0] + h * p.qs[2], obase = b * p.os[0] + h * p.os[2];
-            const long long rowbase = ((long long)b * p.H_q + h) * p.S_q;
+            const cml__attn_slices sl = cml__attn_slices_of(p, b, h, hk);
             for (int i0 = i_first; i0 < p.S_q; i0 += BQ) {
                 __syncthreads(); /* Qs, dOs, Pt, dSt, Ls, Dis free; Ks, Vs written */
-                cml__attn_load_f32<DT, DP, BQ, NT>(Qs, p.Q, qbase, p.qs[1], i0, p.S_q - i0, p.D, p.vec);
-                cml__attn_load_f32<DT, DP, BQ, NT>(dOs, p.dO, obase, p.os[1], i0, p.S_q - i0, p.D, p.vec);
-                for (int q = tid; q < BQ; q += NT) {
-                    const bool ok = i0 + q < p.S_q;
-                    Ls[q] = ok ? p.lse[rowbase + i0 + q] * CML_ATTN_LOG2E : 0.0f;
-                    Dis[q] = ok ? p.Di[rowbase + i0 + q] : 0.0f;
-                }
+                cml__attn_load_f32<DT, DP, BQ, NT>(Qs, p.Q, sl.q, p.qs[1], i0, p.S_q - i0, p.D, p.vec);
+                cml__attn_load_f32<DT, DP, BQ, NT>(dOs, p.dO, sl.o, p.os[1], i0, p.S_q - i0, p.D, p.vec);
+                cml__attn_load_lse_di<BQ, NT>(Ls, Dis, p, sl, i0);
                 __syncthreads();
                 float st[TM][TN], dpt[TM][TN]; /* S^T = K Q^T, dP^T = V dO^T */
                 dot_tiles2<TM, TN, DP, LD>(st, dpt, Ks, Qs, Vs, dOs, rg, cg);
@@ -163,8 +156,8 @@ static __global__ void __launch_bounds__(NT, DP >= 64 ? 1 : 2) attn_bwd_dkv_simt
         for (int i = 0; i < TM; i++) {
             const int key = j0 + rg * TM + i;
             if (key >= p.S_kv) continue;
-            T *dkrow = (T *)p.dK + kbase + (long long)key * p.ks[1];
-            T *dvrow = (T *)p.dV + vbase + (long long)key * p.vs[1];
+            T *dkrow = (T *)p.dK + kv.k + (long long)key * p.ks[1];
+            T *dvrow = (T *)p.dV + kv.v + (long long)key * p.vs[1];
 #pragma unroll
             for (int c = 0; c < NC; c++)
 #pragma unroll
@@ -188,33 +181,26 @@ static __global__ void __launch_bounds__(NT, DP >= 64 ? 1 : 2) attn_bwd_dq_simt_
     extern __shared__ float4 smem_f4[];
     float *Qs = (float *)smem_f4, *dOs = Qs + BQ * LD, *Ks = dOs + BQ * LD, *Vs = Ks + BK * LD, *dSs = Vs + BK * LD;
     const int tid = threadIdx.x, cg = tid % 16, rg = tid / 16;
-    const int bh = blockIdx.x, b = bh / p.H_q, h = bh % p.H_q, hk = h / p.group;
-    const long long qbase = b * p.qs[0] + h * p.qs[2], obase = b * p.os[0] + h * p.os[2];
-    const long long kbase = b * p.ks[0] + hk * p.ks[2], vbase = b * p.vs[0] + hk * p.vs[2];
-    const long long rowbase = ((long long)b * p.H_q + h) * p.S_q;
+    const cml__attn_slices sl = cml__attn_slices_of_bh(p, blockIdx.x);
     const int n_tiles = (p.S_q + BQ - 1) / BQ;
     for (int t_ = blockIdx.y; t_ < n_tiles; t_ += gridDim.y) {
         const int i0 = (n_tiles - 1 - t_) * BQ;
         __syncthreads();
-        cml__attn_load_f32<DT, DP, BQ, NT>(Qs, p.Q, qbase, p.qs[1], i0, p.S_q - i0, p.D, p.vec);
-        cml__attn_load_f32<DT, DP, BQ, NT>(dOs, p.dO, obase, p.os[1], i0, p.S_q - i0, p.D, p.vec);
+        cml__attn_load_f32<DT, DP, BQ, NT>(Qs, p.Q, sl.q, p.qs[1], i0, p.S_q - i0, p.D, p.vec);
+        cml__attn_load_f32<DT, DP, BQ, NT>(dOs, p.dO, sl.o, p.os[1], i0, p.S_q - i0, p.D, p.vec);
         float dq[TM][NC * CW], L2[TM], Dr[TM];
         int vend[TM];
 #pragma unroll
         for (int i = 0; i < TM; i++) {
-            const int qi = i0 + rg * TM + i;
-            vend[i] = cml__attn_visible_end(p, qi);
-            L2[i] = vend[i] > 0 ? p.lse[rowbase + qi] * CML_ATTN_LOG2E : 0.0f;
-            Dr[i] = vend[i] > 0 ? p.Di[rowbase + qi] : 0.0f;
+            vend[i] = cml__attn_bwd_row(p, sl, i0 + rg * TM + i, L2[i], Dr[i]);
 #pragma unroll
             for (int e = 0; e < NC * CW; e++) dq[i][e] = 0.0f;
         }
-        const int last = (i0 + BQ < p.S_q ? i0 + BQ : p.S_q) - 1;
-        const int kv_end = cml__attn_visible_end(p, last);
+        const int kv_end = cml__attn_tile_kv_end(p, i0, BQ);
         for (int j0 = 0; j0 < kv_end; j0 += BK) {
             __syncthreads();
-            cml__attn_load_f32<DT, DP, BK, NT>(Ks, p.K, kbase, p.ks[1], j0, p.S_kv - j0, p.D, p.vec);
-            cml__attn_load_f32<DT, DP, BK, NT>(Vs, p.V, vbase, p.vs[1], j0, p.S_kv - j0, p.D, p.vec);
+            cml__attn_load_f32<DT, DP, BK, NT>(Ks, p.K, sl.k, p.ks[1], j0, p.S_kv - j0, p.D, p.vec);
+            cml__attn_load_f32<DT, DP, BK, NT>(Vs, p.V, sl.v, p.vs[1], j0, p.S_kv - j0, p.D, p.vec);
             __syncthreads();
             float s[TM][TN], dp[TM][TN]; /* S = Q K^T, dP = dO V^T */
             dot_tiles2<TM, TN, DP, LD>(s, dp, Qs, Ks, dOs, Vs, rg, cg);
@@ -249,7 +235,7 @@ static __global__ void __launch_bounds__(NT, DP >= 64 ? 1 : 2) attn_bwd_dq_simt_
         for (int i = 0; i < TM; i++) {
             const int qi = i0 + rg * TM + i;
             if (qi >= p.S_q) continue;
-            T *row = (T *)p.dQ + qbase + (long long)qi * p.qs[1];
+            T *row = (T *)p.dQ + sl.q + (long long)qi * p.qs[1];
 #pragma unroll
             for (int c = 0; c < NC; c++)
 #pragma unroll

@@ -1,6 +1,6 @@
 /* Pieces shared by the CUDA attention kernels (attention_*.cu): the launch
- * parameters, which keys a query sees, tile loads from the strided global
- * layouts into shared memory, and warp reductions.
+ * parameters, which keys a query sees, where a block's slices start, tile loads
+ * from the strided global layouts into shared memory, and warp reductions.
  *
  * Layout (camel/kernels.h): element (b, s, h, d) of Q is at
  * b * qs[0] + s * qs[1] + h * qs[2] + d, likewise K, V (ks, vs), O and dO (os).
@@ -50,6 +50,49 @@ static __device__ __forceinline__ int cml__attn_visible_end(const cml__attn_para
 static __device__ __forceinline__ bool cml__attn_sees(const cml__attn_params &p, long long i, long long j) {
     if (i >= p.S_q || j >= p.S_kv) return false;
     return !p.causal || j <= i + (long long)p.S_kv - p.S_q;
+}
+
+/* The first query that sees key j0 (S_q where none does): a key block's query tiles start there. */
+static __device__ __forceinline__ int cml__attn_first_query(const cml__attn_params &p, int j0) {
+    long long first = p.causal ? (long long)j0 - ((long long)p.S_kv - p.S_q) : 0;
+    return first < 0 ? 0 : first > p.S_q ? p.S_q : (int)first;
+}
+
+/* Keys [0, end) that some row of the query tile i0 .. i0 + rows - 1 sees: its last row sees the most. */
+static __device__ __forceinline__ int cml__attn_tile_kv_end(const cml__attn_params &p, int i0, int rows) {
+    const int last = (i0 + rows < p.S_q ? i0 + rows : p.S_q) - 1;
+    return cml__attn_visible_end(p, last);
+}
+
+/* Element offsets of the (b, h) slices of Q and O / dO, of the (b, hk) slices of K and V,
+ * and of the (b, h) rows of lse and Di. */
+typedef struct cml__attn_slices {
+    long long q, o, k, v, row;
+} cml__attn_slices;
+
+static __device__ __forceinline__ cml__attn_slices cml__attn_slices_of(const cml__attn_params &p, int b, int h,
+                                                                      int hk) {
+    cml__attn_slices s;
+    s.q = b * p.qs[0] + h * p.qs[2], s.o = b * p.os[0] + h * p.os[2];
+    s.k = b * p.ks[0] + hk * p.ks[2], s.v = b * p.vs[0] + hk * p.vs[2];
+    s.row = ((long long)b * p.H_q + h) * p.S_q;
+    return s;
+}
+
+/* The slices of a block that owns query head bh = b H_q + h (its kv head: h / group). */
+static __device__ __forceinline__ cml__attn_slices cml__attn_slices_of_bh(const cml__attn_params &p, int bh) {
+    const int b = bh / p.H_q, h = bh % p.H_q;
+    return cml__attn_slices_of(p, b, h, h / p.group);
+}
+
+/* Backward: the keys [0, end) query row i sees, and its lse (exp2 domain) and Di into l2, di
+ * (0 for a row that sees none, which includes rows past S_q). */
+static __device__ __forceinline__ int cml__attn_bwd_row(const cml__attn_params &p, const cml__attn_slices &sl, int i,
+                                                        float &l2, float &di) {
+    const int end = cml__attn_visible_end(p, i);
+    l2 = end > 0 ? p.lse[sl.row + i] * CML_ATTN_LOG2E : 0.0f;
+    di = end > 0 ? p.Di[sl.row + i] : 0.0f;
+    return end;
 }
 
 /* All-reduce over the 16 lanes of a half warp, or the 4 lanes of an mma quad: xor
@@ -125,6 +168,33 @@ static __device__ __forceinline__ void cml__attn_load_b16(uint16_t *dst, const v
             const int r = e / DP, d = e % DP;
             dst[r * LD + d] = (r < nvalid && d < D) ? s[base + (long long)(row0 + r) * rs + d] : (uint16_t)0;
         }
+    }
+}
+
+/* K and V tiles of keys j0 .. j0 + ROWS - 1, and Q and dO tiles of queries i0 .. i0 + ROWS - 1,
+ * of the slices sl, 16-bit as they are (tensor-core operands). */
+template <int DP, int ROWS, int NT>
+static __device__ __forceinline__ void cml__attn_load_kv(uint16_t *Ks, uint16_t *Vs, const cml__attn_params &p,
+                                                         const cml__attn_slices &sl, int j0) {
+    cml__attn_load_b16<DP, ROWS, NT>(Ks, p.K, sl.k, p.ks[1], j0, p.S_kv - j0, p.D, p.vec);
+    cml__attn_load_b16<DP, ROWS, NT>(Vs, p.V, sl.v, p.vs[1], j0, p.S_kv - j0, p.D, p.vec);
+}
+template <int DP, int ROWS, int NT>
+static __device__ __forceinline__ void cml__attn_load_qdo(uint16_t *Qs, uint16_t *dOs, const cml__attn_params &p,
+                                                          const cml__attn_slices &sl, int i0) {
+    cml__attn_load_b16<DP, ROWS, NT>(Qs, p.Q, sl.q, p.qs[1], i0, p.S_q - i0, p.D, p.vec);
+    cml__attn_load_b16<DP, ROWS, NT>(dOs, p.dO, sl.o, p.os[1], i0, p.S_q - i0, p.D, p.vec);
+}
+
+/* Backward dkv: lse (exp2 domain) and Di of queries i0 .. i0 + ROWS - 1 into Ls, Dis (0 past S_q),
+ * read by every key row of the block. */
+template <int ROWS, int NT>
+static __device__ __forceinline__ void cml__attn_load_lse_di(float *Ls, float *Dis, const cml__attn_params &p,
+                                                             const cml__attn_slices &sl, int i0) {
+    for (int q = threadIdx.x; q < ROWS; q += NT) {
+        const bool ok = i0 + q < p.S_q;
+        Ls[q] = ok ? p.lse[sl.row + i0 + q] * CML_ATTN_LOG2E : 0.0f;
+        Dis[q] = ok ? p.Di[sl.row + i0 + q] : 0.0f;
     }
 }
 

@@ -32,30 +32,24 @@ static __global__ void __launch_bounds__(NT) attn_fwd_mma_kernel(const __grid_co
     extern __shared__ uint4 smem_u4[];
     uint16_t *Qs = (uint16_t *)smem_u4, *Ks = Qs + BQ * LD, *Vs = Ks + BK * LD;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
-    const int bh = blockIdx.x, b = bh / p.H_q, h = bh % p.H_q, hk = h / p.group;
-    const long long qbase = b * p.qs[0] + h * p.qs[2], kbase = b * p.ks[0] + hk * p.ks[2];
-    const long long vbase = b * p.vs[0] + hk * p.vs[2], obase = b * p.os[0] + h * p.os[2];
+    const cml__attn_slices sl = cml__attn_slices_of_bh(p, blockIdx.x);
     const int n_tiles = (p.S_q + BQ - 1) / BQ;
     for (int t_ = blockIdx.y; t_ < n_tiles; t_ += gridDim.y) {
         const int i0 = (n_tiles - 1 - t_) * BQ;
         __syncthreads();
-        cml__attn_load_b16<DP, BQ, NT>(Qs, p.Q, qbase, p.qs[1], i0, p.S_q - i0, p.D, p.vec);
+        cml__attn_load_b16<DP, BQ, NT>(Qs, p.Q, sl.q, p.qs[1], i0, p.S_q - i0, p.D, p.vec);
         /* this lane's rows: r[0] = row g, r[1] = row g + 8 of the warp's 16 */
         const int row0 = i0 + warp * 16 + g;
         const int vend[2] = {cml__attn_visible_end(p, row0), cml__attn_visible_end(p, row0 + 8)};
         float o[NDT][4], m[2] = {CML_ATTN_NEG_INF, CML_ATTN_NEG_INF}, l[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int n = 0; n < NDT; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-        const int last = (i0 + BQ < p.S_q ? i0 + BQ : p.S_q) - 1;
-        const int kv_end = cml__attn_visible_end(p, last);
+        cml__mma_zero(o);
+        const int kv_end = cml__attn_tile_kv_end(p, i0, BQ);
         for (int j0 = 0; j0 < kv_end; j0 += BK) {
             __syncthreads();
-            cml__attn_load_b16<DP, BK, NT>(Ks, p.K, kbase, p.ks[1], j0, p.S_kv - j0, p.D, p.vec);
-            cml__attn_load_b16<DP, BK, NT>(Vs, p.V, vbase, p.vs[1], j0, p.S_kv - j0, p.D, p.vec);
+            cml__attn_load_kv<DP, BK, NT>(Ks, Vs, p, sl, j0);
             __syncthreads();
             float s[NKT][4];
-#pragma unroll
-            for (int n = 0; n < NKT; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+            cml__mma_zero(s);
 #pragma unroll
             for (int k0 = 0; k0 < DP; k0 += 16) {
                 uint32_t a[4];
@@ -105,13 +99,7 @@ static __global__ void __launch_bounds__(NT) attn_fwd_mma_kernel(const __grid_co
             for (int k = 0; k < NKT; k += 2) {
                 uint32_t a[4];
                 cml__acc_to_a<DT>(a, s[k], s[k + 1]);
-#pragma unroll
-                for (int n = 0; n < NDT; n += 2) {
-                    uint32_t bv[4];
-                    cml__load_bn<LD>(bv, Vs, k * 8, n * 8, lane);
-                    cml__mma_16816<DT>(o[n], a, bv[0], bv[1]);
-                    cml__mma_16816<DT>(o[n + 1], a, bv[2], bv[3]);
-                }
+                cml__mma_bn<DT, LD>(o, a, Vs, k * 8, 0, lane);
             }
         }
 #pragma unroll
@@ -119,7 +107,7 @@ static __global__ void __launch_bounds__(NT) attn_fwd_mma_kernel(const __grid_co
             const int qi = row0 + 8 * r;
             if (qi >= p.S_q) continue;
             const float lr = l[r];
-            T *orow = (T *)p.O + obase + (long long)qi * p.os[1];
+            T *orow = (T *)p.O + sl.o + (long long)qi * p.os[1];
 #pragma unroll
             for (int n = 0; n < NDT; n++)
 #pragma unroll
@@ -128,8 +116,7 @@ static __global__ void __launch_bounds__(NT) attn_fwd_mma_kernel(const __grid_co
                     if (col < p.D) orow[col] = cml__from_f32<DT>(lr > 0.0f ? o[n][2 * r + e] / lr : 0.0f);
                 }
             if (c == 0 && p.lse_out)
-                p.lse_out[((long long)b * p.H_q + h) * p.S_q + qi] =
-                    lr > 0.0f ? (m[r] + log2f(lr)) * CML_ATTN_LN2 : CML_ATTN_NEG_INF;
+                p.lse_out[sl.row + qi] = lr > 0.0f ? (m[r] + log2f(lr)) * CML_ATTN_LN2 : CML_ATTN_NEG_INF;
         }
     }
 }

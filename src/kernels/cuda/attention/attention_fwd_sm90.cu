@@ -3,49 +3,27 @@
  * dev/attention_sm90/README.md has the measurements behind the configurations.
  *
  * Tensor maps are 4-D, (D, H, S, B) with the descriptor's element strides, so both [B, S, H, D]
- * and [B, H, S, D] (and padded strides) work; the driver's encoder is reached through the
- * runtime's entry-point query (no -lcuda), as in common/tma_map.cu, which only has 3-D maps. */
+ * and [B, H, S, D] (and padded strides) work (common/tma_map.h encodes them). */
 #include <cuda.h>
 #include <cuda_runtime.h>
+
+#include "kernels/cuda/common/tma_map.h"
 
 #include "kernels/cuda/attention/attention_common.cuh"
 #include "kernels/cuda/attention/attention_fwd_sm90.cuh"
 #include "kernels/cuda/attention/attention_sm90.h"
 
-typedef CUresult (*att90_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-                                    const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
-                                    CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-/* cuTensorMapEncodeTiled, looked up once (a benign race: every thread stores the same pointer). */
-static att90_encode_fn att90_encoder(void) {
-    static att90_encode_fn cached;
-    if (cached) return cached;
-    void *p = NULL;
-    cudaDriverEntryPointQueryResult q;
-    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q);
-    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !p) {
-        (void)cudaGetLastError();
-        return NULL;
-    }
-    cached = (att90_encode_fn)p;
-    return cached;
-}
-
 /* A map over one of Q, K, V, O: boxes of 64 elements of D x 1 head x rows positions x 1 batch,
  * 128-byte swizzle; positions past S read as zeros and are not written. */
-static bool att90_map(CUtensorMap *map, const void *base, int dtype, int64_t B, int64_t S, int64_t H, int64_t D,
-                      const int64_t st[3], int rows) {
-    att90_encode_fn encode = att90_encoder();
-    if (!encode) return false;
-    cuuint64_t dims[4] = {(cuuint64_t)D, (cuuint64_t)H, (cuuint64_t)S, (cuuint64_t)B};
+static cml_status att90_map(CUtensorMap *map, const void *base, int dtype, int64_t B, int64_t S, int64_t H, int64_t D,
+                            const int64_t st[3], int rows) {
+    const uint64_t dims[4] = {(uint64_t)D, (uint64_t)H, (uint64_t)S, (uint64_t)B};
     /* a dimension of size 1 is never stepped: any valid stride does */
-    cuuint64_t strides[3] = {(cuuint64_t)(H > 1 ? st[2] : 8) * 2, (cuuint64_t)(S > 1 ? st[1] : 8) * 2,
-                             (cuuint64_t)(B > 1 ? st[0] : 8) * 2};
-    cuuint32_t box[4] = {64, 1, (cuuint32_t)rows, 1}, es[4] = {1, 1, 1, 1};
-    CUresult r = encode(map, dtype == CML_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
-                        (void *)base, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    return r == CUDA_SUCCESS;
+    const uint64_t strides[3] = {(uint64_t)(H > 1 ? st[2] : 8) * 2, (uint64_t)(S > 1 ? st[1] : 8) * 2,
+                                 (uint64_t)(B > 1 ? st[0] : 8) * 2};
+    const uint32_t box[4] = {64, 1, (uint32_t)rows, 1};
+    return cml__tma_map(map, base, dtype == CML_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                        4, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, "cml_attention_fwd");
 }
 
 /* TMA's rules for one tensor: strides (in elements) positive multiples of 8 (16 bytes) below 2^39
@@ -138,13 +116,12 @@ extern "C" cml_status cml__attention_fwd_sm90(cml_ctx *ctx, const cml_attention_
     const int D = (int)d->D;
     const int BN = D == 64 ? (int)att90_cfg<64>::BN : D == 128 ? (int)att90_cfg<128>::BN : (int)att90_cfg<256>::BN;
     CUtensorMap maps[4];
-    if (!att90_map(&maps[0], Q, d->dtype, d->B, d->S_q, d->H_q, D, d->q_stride, CML_ATT90_BM) ||
-        !att90_map(&maps[1], K, d->dtype, d->B, d->S_kv, d->H_kv, D, d->k_stride, BN) ||
-        !att90_map(&maps[2], V, d->dtype, d->B, d->S_kv, d->H_kv, D, d->v_stride, BN) ||
-        !att90_map(&maps[3], O, d->dtype, d->B, d->S_q, d->H_q, D, d->o_stride, 64))
-        return CML_OK; /* the driver refused a map: the caller falls back */
+    *taken = true; /* takes() checked TMA's rules: a refused map is an error, not a reason to fall back */
+    CML_TRY(att90_map(&maps[0], Q, d->dtype, d->B, d->S_q, d->H_q, D, d->q_stride, CML_ATT90_BM));
+    CML_TRY(att90_map(&maps[1], K, d->dtype, d->B, d->S_kv, d->H_kv, D, d->k_stride, BN));
+    CML_TRY(att90_map(&maps[2], V, d->dtype, d->B, d->S_kv, d->H_kv, D, d->v_stride, BN));
+    CML_TRY(att90_map(&maps[3], O, d->dtype, d->B, d->S_q, d->H_q, D, d->o_stride, 64));
     CML_TRY(cml__cuda_activate(ctx));
-    *taken = true;
     cml__att90_params p;
     memset(&p, 0, sizeof p);
     p.Hq = (int)d->H_q;

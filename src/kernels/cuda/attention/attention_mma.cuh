@@ -96,4 +96,24 @@ static __device__ __forceinline__ void cml__load_bn(uint32_t (&b)[4], const uint
     cml__ldmatrix_x4_trans(b, tile + (k0 + lane % 8 + ((lane / 8) % 2) * 8) * LD + n0 + (lane / 16) * 8);
 }
 
+/* N accumulator n-tiles to zero. */
+template <int N> static __device__ __forceinline__ void cml__mma_zero(float (&acc)[N][4]) {
+#pragma unroll
+    for (int n = 0; n < N; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+}
+
+/* acc (16 rows x N n-tiles) += A times rows k0 .. k0+15, cols n0 .. n0 + 8N - 1 of a tile
+ * (O += P V, dQ += dS K). */
+template <int DT, int LD, int N>
+static __device__ __forceinline__ void cml__mma_bn(float (&acc)[N][4], const uint32_t (&a)[4], const uint16_t *tile,
+                                                   int k0, int n0, int lane) {
+#pragma unroll
+    for (int n = 0; n < N; n += 2) {
+        uint32_t b[4];
+        cml__load_bn<LD>(b, tile, k0, n0 + n * 8, lane);
+        cml__mma_16816<DT>(acc[n], a, b[0], b[1]);
+        cml__mma_16816<DT>(acc[n + 1], a, b[2], b[3]);
+    }
+}
+
 #endif

@@ -18,7 +18,7 @@ bool cml__attention_fwd_sm90_takes(const cml_ctx *ctx, const cml_attention_desc 
                                    const void *K, const void *V);
 
 /* Runs the forward on the sm90 path. *taken = false (and nothing launched, CML_OK) when the path
- * does not take the problem, or when the driver refuses a tensor map for it. */
+ * does not take the problem; a tensor map the driver refuses is an error (CML_ERR_CUDA). */
 cml_status cml__attention_fwd_sm90(cml_ctx *ctx, const cml_attention_desc *desc, void *O, float *lse, const void *Q,
                                    const void *K, const void *V, bool *taken);
 

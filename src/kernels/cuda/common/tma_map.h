@@ -13,14 +13,14 @@
 extern "C" {
 #endif
 
-/* A tiled map over a 3-D array: dims[0] elements contiguous, dims[1] rows
- * strides_bytes[0] apart, dims[2] matrices strides_bytes[1] apart (both multiples
- * of 16; base 16-byte aligned). Boxes of box[0] x box[1] x box[2] elements land in
- * shared memory in the given swizzle; out-of-range elements read as zero.
- * fn names the public function for the error message. */
-cml_status cml__tma_map_3d(CUtensorMap *map, const void *base, CUtensorMapDataType dtype, const uint64_t dims[3],
-                           const uint64_t strides_bytes[2], const uint32_t box[3], CUtensorMapSwizzle swizzle,
-                           const char *fn);
+/* A tiled map over a rank-D array (1 <= rank <= 5): dims[0] elements contiguous, dimension
+ * i > 0 strides_bytes[i - 1] apart (multiples of 16; base 16-byte aligned). Boxes of
+ * box[0] x ... x box[rank - 1] elements land in shared memory in the given swizzle;
+ * out-of-range elements read as zero and are not written by stores. fn names the public
+ * function for the error message. */
+cml_status cml__tma_map(CUtensorMap *map, const void *base, CUtensorMapDataType dtype, int rank, const uint64_t *dims,
+                        const uint64_t *strides_bytes, const uint32_t *box, CUtensorMapSwizzle swizzle,
+                        const char *fn);
 
 #ifdef __cplusplus
 }

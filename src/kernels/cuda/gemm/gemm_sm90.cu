@@ -76,7 +76,7 @@ static cml_status operand_map(CUtensorMap *map, const void *p, int kind, int64_t
     uint64_t strides[2] = {row_bytes, fixed ? row_bytes * (uint64_t)rows : (uint64_t)stride * es};
     uint32_t box[3] = {row_elems, k_major ? tile_rows : row_elems, 1};
     if (!k_major) box[0] = 64;
-    return cml__tma_map_3d(map, p, tma_dtype(kind), dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, fn);
+    return cml__tma_map(map, p, tma_dtype(kind), 3, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, fn);
 }
 
 /* Whether D can take the register epilogue with TMA stores (cml__sm90_tma_epilogue): 16-bit
@@ -97,9 +97,9 @@ static cml_status output_map(CUtensorMap *map, const cml_gemm_desc *d, void *D) 
     uint64_t row_bytes = (uint64_t)d->ldd * 2;
     uint64_t strides[2] = {row_bytes, fixed ? row_bytes * (uint64_t)d->M : (uint64_t)d->stride_d * 2};
     uint32_t box[3] = {CML_SM90_OUT_COLS, 64, 1};
-    return cml__tma_map_3d(map, D,
-                           d->d_dtype == CML_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                           dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, fn);
+    return cml__tma_map(map, D,
+                        d->d_dtype == CML_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
+                        dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, fn);
 }
 
 /* The f32 partial tiles of a K split over `splits` parts. */
