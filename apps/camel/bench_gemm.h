@@ -58,4 +58,8 @@ double bg_case_flop(const bg_case *c);
  * call of ours succeeded, 1 otherwise (bench_gemm_run.c; CUDA builds only). */
 int bg_run(const bg_options *o);
 
+/* camel tune gemm over the selected cases (bench_gemm_tune.c; CUDA builds only): table on
+ * stdout, the tuned table to table_path (may be NULL), JSON to o->json_path. 0 on success. */
+int bg_tune(const bg_options *o, const char *table_path);
+
 #endif

@@ -3,74 +3,17 @@
  * cmd_bench_gemm.c's header comment. CUDA builds only (CML_HAVE_CUDA). */
 #define _POSIX_C_SOURCE 200809L
 #ifdef CML_HAVE_CUDA
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstrict-prototypes" /* cublasLt.h declares f() */
-#include <cublasLt.h>
-#include <cublas_v2.h>
-#include <cuda_runtime_api.h>
-#pragma GCC diagnostic pop
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "bench_gemm.h"
+#include "bench_gemm_cuda.h"
 #include "camel/camel.h"
 #include "cli.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "runtime/ctx_impl.h"
-
-#define FLUSH_BYTES ((size_t)256 << 20)
-#define LT_WORKSPACE ((size_t)32 << 20)
-#define FILL_PERIOD 1048573 /* a prime: the repeated random block lines up with no matrix dimension */
-#define SAMPLE_ELEMS ((int64_t)1 << 22)
-#define WARMUP 3
-#define ALIGN 256
-
-typedef struct bg_state {
-    cml_ctx *ctx;
-    cudaStream_t st;
-    cublasHandle_t blas;
-    cublasLtHandle_t lt;
-    void *lt_ws, *flush;
-    cudaEvent_t ev0, ev1;
-    void *A, *B, *D_ours, *D_ref;
-    float *scales; /* device: a_scale, b_scale of the fp8 cases */
-    int filled;    /* the bg_dtype A and B hold now, -1 for none */
-    int reps;
-} bg_state;
-
-/* One case made ready: descriptors and pointers of each problem, the reference's plans. */
-typedef struct bg_prep {
-    const bg_case *c;
-    int count; /* problems (1, or the group's) */
-    bool grouped;
-    cml_gemm_desc desc[BG_MAX_GROUP];
-    const void *a[BG_MAX_GROUP], *b[BG_MAX_GROUP];
-    void *d_ours[BG_MAX_GROUP], *d_ref[BG_MAX_GROUP];
-    /* cuBLASLt plan per problem (not used for f32, which calls cublasSgemm) */
-    cublasLtMatmulDesc_t md[BG_MAX_GROUP];
-    cublasLtMatrixLayout_t la[BG_MAX_GROUP], lb[BG_MAX_GROUP], lc[BG_MAX_GROUP];
-    cublasLtMatmulAlgo_t algo[BG_MAX_GROUP];
-    char ref_error[200];
-} bg_prep;
-
-typedef struct bg_result {
-    const bg_case *c;
-    char path[48];
-    double ours_ms, ref_ms, ours_tf, ref_tf, rel_diff; /* NAN where not measured */
-    char error[240];
-} bg_result;
-
-#define CUDA_OK(call)                                                                                             \
-    do {                                                                                                          \
-        cudaError_t e_ = (call);                                                                                  \
-        if (e_ != cudaSuccess) {                                                                                  \
-            fprintf(stderr, "camel bench gemm: %s failed: %s\n", #call, cudaGetErrorString(e_));                  \
-            exit(1);                                                                                              \
-        }                                                                                                         \
-    } while (0)
 
 /* ---- dtypes ------------------------------------------------------------------------------------ */
 
@@ -88,8 +31,7 @@ static const char *ref_name(bg_dtype d, bool grouped) {
     if (grouped) return "cuBLASLt, one cublasLtMatmul per problem";
     return d == BG_TF32 ? "cuBLASLt (COMPUTE_32F_FAST_TF32)" : d == BG_E4M3 ? "cuBLASLt fp8 (tensor scales)" : "cuBLASLt";
 }
-/* The largest norm-wise difference between ours and the reference that is not flagged. */
-static double diff_bound(bg_dtype d) { return d == BG_F32 ? 1e-5 : d == BG_TF32 ? 1e-3 : 1e-2; }
+double bg_diff_bound(bg_dtype d) { return d == BG_F32 ? 1e-5 : d == BG_TF32 ? 1e-3 : 1e-2; }
 
 static size_t round_up(size_t v) { return (v + ALIGN - 1) / ALIGN * ALIGN; }
 
@@ -149,9 +91,10 @@ static void fill_random(bg_state *s, void *dst, size_t bytes, cml_dtype dt, uint
     CUDA_OK(cudaStreamSynchronize(s->st));
 }
 
-static bool state_init(bg_state *s, const bg_case *cases, int n) {
+bool bg_state_open(bg_state *s, const bg_case *cases, int n, int reps) {
     memset(s, 0, sizeof *s);
     s->filled = -1;
+    s->reps = reps;
     s->ctx = cml_ctx_default((cml_device){CML_CUDA, 0});
     if (!s->ctx) {
         cli_fail("creating the CUDA context", "is a GPU visible? (nvidia-smi)");
@@ -175,6 +118,9 @@ static bool state_init(bg_state *s, const bg_case *cases, int n) {
         max_a = a > max_a ? a : max_a;
         max_b = b > max_b ? b : max_b;
         max_d = d > max_d ? d : max_d;
+        /* each dtype fills only what its largest case reads */
+        s->fill_a[cases[i].dt] = a > s->fill_a[cases[i].dt] ? a : s->fill_a[cases[i].dt];
+        s->fill_b[cases[i].dt] = b > s->fill_b[cases[i].dt] ? b : s->fill_b[cases[i].dt];
     }
     s->A = dmalloc(max_a);
     s->B = dmalloc(max_b);
@@ -187,10 +133,10 @@ static bool state_init(bg_state *s, const bg_case *cases, int n) {
     return true;
 }
 
-static void state_fill(bg_state *s, bg_dtype dt, size_t max_a, size_t max_b) {
+void bg_state_fill(bg_state *s, bg_dtype dt) {
     if (s->filled == (int)dt) return;
-    fill_random(s, s->A, max_a, in_dtype(dt), 1000 + (uint64_t)dt);
-    fill_random(s, s->B, max_b, in_dtype(dt), 2000 + (uint64_t)dt);
+    fill_random(s, s->A, s->fill_a[dt], in_dtype(dt), 1000 + (uint64_t)dt);
+    fill_random(s, s->B, s->fill_b[dt], in_dtype(dt), 2000 + (uint64_t)dt);
     s->filled = (int)dt;
 }
 
@@ -261,7 +207,7 @@ static bool lt_plan(bg_state *s, bg_prep *p, int i) {
     return false;
 }
 
-static void prep_free(bg_prep *p) {
+void bg_prep_free(bg_prep *p) {
     for (int i = 0; i < p->count; i++) {
         if (p->la[i]) cublasLtMatrixLayoutDestroy(p->la[i]);
         if (p->lb[i]) cublasLtMatrixLayoutDestroy(p->lb[i]);
@@ -270,8 +216,7 @@ static void prep_free(bg_prep *p) {
     }
 }
 
-/* Fills p for case c over the state's buffers; false (with p->ref_error) when the reference cannot run it. */
-static bool prep_case(bg_state *s, const bg_case *c, bg_prep *p) {
+bool bg_prep_case(bg_state *s, const bg_case *c, bg_prep *p) {
     memset(p, 0, sizeof *p);
     p->c = c;
     p->grouped = c->group_count > 0;
@@ -337,36 +282,37 @@ static int cmp_float(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static float median(float *v, int n) {
+float bg_median(float *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_float);
     return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Median ms of each side over s->reps alternating calls, each after an L2 flush. False when a
- * call of ours fails; a reference that fails is left out (p->ref_error says why). */
-static bool time_both(bg_state *s, bg_prep *p, bg_result *r) {
+bool bg_time_call(bg_state *s, bg_prep *p, bool ref, int flush_byte, float *ms) {
+    CUDA_OK(cudaMemsetAsync(s->flush, flush_byte & 0xFF, FLUSH_BYTES, s->st));
+    CUDA_OK(cudaEventRecord(s->ev0, s->st));
+    const bool ok = ref ? run_ref(s, p) : run_ours(s, p) == CML_OK;
+    CUDA_OK(cudaEventRecord(s->ev1, s->st));
+    CUDA_OK(cudaEventSynchronize(s->ev1));
+    CUDA_OK(cudaEventElapsedTime(ms, s->ev0, s->ev1));
+    return ok;
+}
+
+bool bg_time(bg_state *s, bg_prep *p, bg_result *r, bool ref) {
     static float t_ours[BG_MAX_REPS], t_ref[BG_MAX_REPS];
-    bool ref_ok = p->ref_error[0] == '\0';
+    bool ref_ok = ref && p->ref_error[0] == '\0';
     for (int w = 0; w < WARMUP; w++) {
         if (run_ours(s, p) != CML_OK) return false;
         ref_ok = ref_ok && run_ref(s, p);
     }
     for (int i = 0; i < s->reps; i++) {
-        for (int side = 0; side < (ref_ok ? 2 : 1); side++) {
-            CUDA_OK(cudaMemsetAsync(s->flush, i & 0xFF, FLUSH_BYTES, s->st));
-            CUDA_OK(cudaEventRecord(s->ev0, s->st));
-            if (side == 0 && run_ours(s, p) != CML_OK) return false;
-            if (side == 1) ref_ok = run_ref(s, p);
-            CUDA_OK(cudaEventRecord(s->ev1, s->st));
-            CUDA_OK(cudaEventSynchronize(s->ev1));
-            CUDA_OK(cudaEventElapsedTime(side == 0 ? &t_ours[i] : &t_ref[i], s->ev0, s->ev1));
-        }
+        if (!bg_time_call(s, p, false, i, &t_ours[i])) return false;
+        ref_ok = ref_ok && bg_time_call(s, p, true, i, &t_ref[i]);
     }
     const double flop = bg_case_flop(p->c);
-    r->ours_ms = median(t_ours, s->reps);
+    r->ours_ms = bg_median(t_ours, s->reps);
     r->ours_tf = flop / r->ours_ms * 1e-9;
     if (ref_ok) {
-        r->ref_ms = median(t_ref, s->reps);
+        r->ref_ms = bg_median(t_ref, s->reps);
         r->ref_tf = flop / r->ref_ms * 1e-9;
     }
     return true;
@@ -400,8 +346,7 @@ static void compare_rows(const void *d_ours, const void *d_ref, int64_t rows, in
     free(hr);
 }
 
-/* Poisons both outputs, runs each side once, and compares. */
-static void check_outputs(bg_state *s, bg_prep *p, bg_result *r) {
+void bg_check_outputs(bg_state *s, bg_prep *p, bg_result *r) {
     const cml_dtype dt = out_dtype(p->c->dt);
     for (int i = 0; i < p->count; i++) {
         const size_t bytes = (size_t)(p->desc[i].batch * p->desc[i].M * p->desc[i].N) * cml_dtype_size(dt);
@@ -438,7 +383,7 @@ static void print_row(const bg_result *r) {
     fmt_num(rt, sizeof rt, 1, false, r->ref_tf);
     fmt_num(ratio, sizeof ratio, 3, false, r->ours_tf / r->ref_tf);
     fmt_num(diff, sizeof diff, 2, true, r->rel_diff);
-    const bool flag = !isnan(r->rel_diff) && !(r->rel_diff <= diff_bound(c->dt));
+    const bool flag = !isnan(r->rel_diff) && !(r->rel_diff <= bg_diff_bound(c->dt));
     printf("%-5s %-8s %-15s %-10.10s %6lld %6lld %6lld %5lld %c%c  %-16s %9s %9s %9s %7s %9s%s\n",
            bg_dtype_name(c->dt), bg_set_name(c->set), c->op, c->name, (long long)c->M, (long long)c->N,
            (long long)c->K, (long long)c->batch, c->op_a == CML_OP_T ? 'T' : 'N', c->op_b == CML_OP_T ? 'T' : 'N',
@@ -469,12 +414,7 @@ static void first_line(const char *cmd, char *buf, size_t n) {
     pclose(p);
 }
 
-static void write_json(const bg_options *o, const bg_result *res, int n) {
-    FILE *f = fopen(o->json_path, "w");
-    if (!f) {
-        perror(o->json_path);
-        return;
-    }
+void bg_json_meta(FILE *f, const bg_options *o) {
     struct cudaDeviceProp prop;
     CUDA_OK(cudaGetDeviceProperties(&prop, 0));
     int clock_khz = 0, rt = 0, drv = 0;
@@ -495,9 +435,19 @@ static void write_json(const bg_options *o, const bg_result *res, int n) {
             "{\"meta\": {\"gpu\": \"%s\", \"sms\": %d, \"sm_clock_max_mhz\": %d, \"nvidia_smi_clocks_sm_max_driver\": "
             "\"%s\", \"cuda_runtime\": \"%d.%d\", \"cuda_driver_api\": \"%d.%d\", \"cublaslt_version\": %zu, "
             "\"commit\": \"%s\", \"date\": \"%s\", \"command\": \"%s\", \"reps\": %d, \"warmup\": %d, "
-            "\"l2_flush_bytes\": %zu},\n \"results\": [",
+            "\"l2_flush_bytes\": %zu}",
             prop.name, prop.multiProcessorCount, clock_khz / 1000, smi, rt / 1000, rt % 1000 / 10, drv / 1000,
             drv % 1000 / 10, cublasLtGetVersion(), commit_clean, date, command, o->reps, WARMUP, FLUSH_BYTES);
+}
+
+static void write_json(const bg_options *o, const bg_result *res, int n) {
+    FILE *f = fopen(o->json_path, "w");
+    if (!f) {
+        perror(o->json_path);
+        return;
+    }
+    bg_json_meta(f, o);
+    fprintf(f, ",\n \"results\": [");
     for (int i = 0; i < n; i++) {
         const bg_result *r = &res[i];
         const bg_case *c = r->c;
@@ -572,15 +522,7 @@ int bg_run(const bg_options *o) {
         return 2;
     }
     bg_state s;
-    if (!state_init(&s, cases, n)) return 1;
-    s.reps = o->reps;
-    size_t fill_a[BG_DTYPE_COUNT] = {0}, fill_b[BG_DTYPE_COUNT] = {0};
-    for (int i = 0; i < n; i++) { /* fill per dtype only what its largest case reads */
-        size_t a, b, d;
-        case_bytes(&cases[i], &a, &b, &d);
-        fill_a[cases[i].dt] = a > fill_a[cases[i].dt] ? a : fill_a[cases[i].dt];
-        fill_b[cases[i].dt] = b > fill_b[cases[i].dt] ? b : fill_b[cases[i].dt];
-    }
+    if (!bg_state_open(&s, cases, n, o->reps)) return 1;
     struct cudaDeviceProp prop;
     CUDA_OK(cudaGetDeviceProperties(&prop, 0));
     printf("camel bench gemm on %s (%d SMs): %d cases, median of %d timed calls per side, L2 flushed before each\n",
@@ -594,21 +536,21 @@ int bg_run(const bg_options *o) {
         memset(r, 0, sizeof *r);
         r->c = &cases[i];
         r->ours_ms = r->ref_ms = r->ours_tf = r->ref_tf = r->rel_diff = NAN;
-        state_fill(&s, cases[i].dt, fill_a[cases[i].dt], fill_b[cases[i].dt]);
+        bg_state_fill(&s, cases[i].dt);
         bg_prep p;
-        prep_case(&s, &cases[i], &p);
+        bg_prep_case(&s, &cases[i], &p);
         const char *path = cml__gemm_cuda_path_name(s.ctx, &p.desc[0], p.d_ours[0], p.a[0], p.b[0], NULL);
         if (strcmp(path, "f32") == 0)
             snprintf(r->path, sizeof r->path, "f32 %s", cml__gemm_f32_config_name(s.ctx, &p.desc[0]));
         else snprintf(r->path, sizeof r->path, "%s", path);
-        if (!time_both(&s, &p, r)) {
+        if (!bg_time(&s, &p, r, true)) {
             snprintf(r->error, sizeof r->error, "ours: %s", cml_last_error());
             failures++;
         } else {
-            check_outputs(&s, &p, r);
+            bg_check_outputs(&s, &p, r);
             if (p.ref_error[0]) snprintf(r->error, sizeof r->error, "reference: %s", p.ref_error);
         }
-        prep_free(&p);
+        bg_prep_free(&p);
         cli_progress_finish(&prog);
         print_row(r);
         cli_progress_update(&prog, i + 1, NULL, 0);

@@ -68,6 +68,7 @@ int cmd_train_cnn(int argc, char **argv);
 int cmd_bench_matmul(int argc, char **argv);
 int cmd_bench_membound(int argc, char **argv);
 int cmd_bench_gemm(int argc, char **argv);
+int cmd_tune_gemm(int argc, char **argv);
 int cmd_bench_attention(int argc, char **argv);
 int cmd_train_gpt(int argc, char **argv);
 int cmd_sample(int argc, char **argv);

@@ -1,5 +1,6 @@
 /* camel bench gemm: cml_gemm against cuBLAS / cuBLASLt, in the same process on
- * the same buffers (DESIGN.md section 5).
+ * the same buffers (DESIGN.md section 5); and camel tune gemm, which times the
+ * Hopper path's tile configurations the same way (bench_gemm_tune.c).
  *
  * References: cuBLASLt (cublasLtMatmul, the heuristic's first algorithm, 32 MiB
  * workspace) for bf16 and fp16 (f32 accumulation, 16-bit output), tf32
@@ -33,14 +34,18 @@
 #include "camel/camel.h"
 #include "cli.h"
 
-static int usage_error(const char *msg, const char *value) {
-    fprintf(stderr, "camel bench gemm: %s \"%s\"\nRun `camel bench gemm --help` for the options.\n", msg, value);
+static int usage_error(const char *cmd, const char *msg, const char *value) {
+    fprintf(stderr, "camel %s: %s \"%s\"\nRun `camel %s --help` for the options.\n", cmd, msg, value, cmd);
     return 2;
 }
 
-int cmd_bench_gemm(int argc, char **argv) {
-    const char *dtypes = "bf16,fp16,tf32,f32,e4m3", *sets = "square", *sizes = "256,512,1024,2048,4096,8192,16384";
-    const char *ops = "NN", *json_path = NULL, *commit = NULL;
+/* camel bench gemm and camel tune gemm: the same cases and method; tune adds --out. */
+static int gemm_command(int argc, char **argv, bool tune) {
+    const char *cmd = tune ? "tune gemm" : "bench gemm";
+    const char *dtypes = tune ? "bf16,fp16,tf32,e4m3" : "bf16,fp16,tf32,f32,e4m3";
+    const char *sets = tune ? "square,gpt2,odd,batched" : "square";
+    const char *sizes = tune ? "1024,2048,4096,8192,16384" : "256,512,1024,2048,4096,8192,16384";
+    const char *ops = "NN", *json_path = NULL, *commit = NULL, *out_path = NULL;
     int64_t reps = 20, max_f32 = 8192;
     cli_flag flags[] = {
         {"dtype", CLI_STRING, &dtypes, "input types, comma-separated: bf16, fp16, tf32, f32, e4m3"},
@@ -51,42 +56,60 @@ int cmd_bench_gemm(int argc, char **argv) {
         {"reps", CLI_INT, &reps, "timed repetitions per case and side (median reported; at least 20 for results)"},
         {"json", CLI_STRING, &json_path, "write the results as JSON (DESIGN.md section 5) to this file"},
         {"commit", CLI_STRING, &commit, "commit recorded in the JSON meta (default: git rev-parse --short HEAD)"},
+        {"out", CLI_STRING, &out_path,
+         "write the tuned table here (src/kernels/cuda/gemm/gemm_sm90_tuned.inc in a source tree; rebuild after)"},
     };
-    int rc = cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof flags[0]), "camel bench gemm [options]",
-                       "Times cml_gemm on a CUDA device against cuBLASLt (bf16, fp16, tf32, fp8 e4m3) and cublasSgemm "
-                       "(f32) on the same buffers: random inputs, warm-up, the median of --reps calls of each side, "
-                       "each after an L2 flush; outputs compared once per case. Prints ms, TFLOP/s of both sides "
-                       "and their ratio (ours / reference).");
+    const int n_flags = (int)(sizeof flags / sizeof flags[0]) - (tune ? 0 : 1);
+    int rc = tune ? cli_parse(argc, argv, flags, n_flags, "camel tune gemm [options]",
+                              "Tunes the Hopper GEMM path's tile configuration per problem: for each selected case "
+                              "that runs on it (one GEMM, not grouped), times every valid configuration (tile width "
+                              "256/192/128, K splits 1-16, clusters of 1/2, tile rows visited together 8/16: a "
+                              "quick pass with --reps/4 calls, then the 3 best, the cost estimate's choice and cuBLAS "
+                              "in turns for --reps rounds), checks the winner's output against cuBLAS, and writes the "
+                              "problems whose best beat the estimate by more than 2% as the table the library "
+                              "compiles in (--out). Prints the estimate's and the best time per case and their ratio "
+                              "to cuBLAS.")
+                     : cli_parse(argc, argv, flags, n_flags, "camel bench gemm [options]",
+                                 "Times cml_gemm on a CUDA device against cuBLASLt (bf16, fp16, tf32, fp8 e4m3) and "
+                                 "cublasSgemm (f32) on the same buffers: random inputs, warm-up, the median of --reps "
+                                 "calls of each side, each after an L2 flush; outputs compared once per case. Prints "
+                                 "ms, TFLOP/s of both sides and their ratio (ours / reference).");
     if (rc) return rc == 1 ? 0 : rc;
     if (reps < 1 || reps > BG_MAX_REPS) {
-        fprintf(stderr, "camel bench gemm: --reps must be in [1, %d], got %lld\n", BG_MAX_REPS, (long long)reps);
+        fprintf(stderr, "camel %s: --reps must be in [1, %d], got %lld\n", cmd, BG_MAX_REPS, (long long)reps);
         return 2;
     }
     bg_options o;
     memset(&o, 0, sizeof o);
     o.reps = (int)reps;
     o.max_f32 = max_f32;
-    if (!bg_parse_dtypes(dtypes, o.dtypes)) return usage_error("--dtype: expected a list of bf16, fp16, tf32, f32, e4m3; got", dtypes);
-    if (!bg_parse_sets(sets, o.sets)) return usage_error("--set: expected a list of square, gpt2, odd, batched, grouped, all; got", sets);
+    if (!bg_parse_dtypes(dtypes, o.dtypes))
+        return usage_error(cmd, "--dtype: expected a list of bf16, fp16, tf32, f32, e4m3; got", dtypes);
+    if (!bg_parse_sets(sets, o.sets))
+        return usage_error(cmd, "--set: expected a list of square, gpt2, odd, batched, grouped, all; got", sets);
     o.n_sizes = bg_parse_ints(sizes, o.sizes, BG_MAX_SIZES);
-    if (o.n_sizes < 0) return usage_error("--sizes: expected positive integers separated by commas; got", sizes);
+    if (o.n_sizes < 0) return usage_error(cmd, "--sizes: expected positive integers separated by commas; got", sizes);
     o.n_ops = bg_parse_ops(ops, o.ops, 4);
-    if (o.n_ops <= 0) return usage_error("--ops: expected a list of NN, NT, TN, TT; got", ops);
+    if (o.n_ops <= 0) return usage_error(cmd, "--ops: expected a list of NN, NT, TN, TT; got", ops);
     o.json_path = json_path;
     o.commit = commit;
     size_t used = 0;
     o.command[0] = '\0';
     for (int i = -3; i < argc && used + 2 < sizeof o.command; i++) { /* "camel bench gemm" + the flags */
-        const char *w = i == -3 ? "camel" : i == -2 ? "bench" : i == -1 ? "gemm" : argv[i];
+        const char *w = i == -3 ? "camel" : i == -2 ? (tune ? "tune" : "bench") : i == -1 ? "gemm" : argv[i];
         int n = snprintf(o.command + used, sizeof o.command - used, "%s%s", used ? " " : "", w);
         if (n < 0) break;
         used += (size_t)n < sizeof o.command - used ? (size_t)n : sizeof o.command - used - 1;
     }
 #ifdef CML_HAVE_CUDA
-    return bg_run(&o);
+    return tune ? bg_tune(&o, out_path) : bg_run(&o);
 #else
-    fprintf(stderr, "camel bench gemm: needs a CUDA build (this camel was built without CUDA)\n"
-                    "hint: configure with -DCML_CUDA=ON on a machine with nvcc and a GPU\n");
+    (void)out_path;
+    fprintf(stderr, "camel %s: needs a CUDA build (this camel was built without CUDA)\n"
+                    "hint: configure with -DCML_CUDA=ON on a machine with nvcc and a GPU\n", cmd);
     return 1;
 #endif
 }
+
+int cmd_bench_gemm(int argc, char **argv) { return gemm_command(argc, argv, false); }
+int cmd_tune_gemm(int argc, char **argv) { return gemm_command(argc, argv, true); }

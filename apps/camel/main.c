@@ -21,7 +21,8 @@ static void usage(FILE *f) {
             "  bench matmul         CPU matmul GFLOP/s: camel vs calling OpenBLAS directly\n"
             "  bench membound       GPU memory-bound kernels: GB/s and fraction of the copy bandwidth\n"
             "  bench gemm           GPU GEMM TFLOP/s: cml_gemm vs cuBLAS/cuBLASLt on the same buffers\n"
-            "  bench attention      GPU attention TFLOP/s (forward, forward+backward) and a constant-time check\n\n"
+            "  bench attention      GPU attention TFLOP/s (forward, forward+backward) and a constant-time check\n"
+            "  tune gemm            GPU GEMM: time the Hopper path's tile configurations, write its tuned table\n\n"
             "Run `camel <command> --help` for the options of a command.\n",
             cml_version());
 }
@@ -49,6 +50,12 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (strcmp(cmd, "info") == 0) return cmd_info(argc - 2, argv + 2);
     if (strcmp(cmd, "sample") == 0) return cmd_sample(argc - 2, argv + 2);
+    if (strcmp(cmd, "tune") == 0) {
+        const char *what = argc > 2 ? argv[2] : "";
+        if (strcmp(what, "gemm") == 0) return cmd_tune_gemm(argc - 3, argv + 3);
+        fprintf(stderr, "camel tune: unknown target \"%s\"; available: gemm\n", what);
+        return 2;
+    }
     if (strcmp(cmd, "train") == 0 || strcmp(cmd, "bench") == 0) {
         const char *what = argc > 2 ? argv[2] : "";
         if (strcmp(cmd, "train") == 0 && strcmp(what, "cnn") == 0) return cmd_train_cnn(argc - 3, argv + 3);

@@ -517,6 +517,57 @@ static void test_split_k(void) {
     if (cml__cuda_arch(0) == 90) CHECK_MSG(split >= 3, "the sm90 path split K in %d of the cases", split);
 }
 
+/* Every configuration the tuned table may name (tile widths, K splits, tile orders), forced
+ * through cml__gemm_sm90_force_config on shapes with edge tiles; and 16-bit operands that break
+ * TMA's rules (odd leading dimensions, offset pointers), which the path repacks K-major. */
+static void test_sm90_configs(void) {
+    if (cml__cuda_arch(0) != 90) {
+        printf("  (not an sm_90 device: skipped)\n");
+        return;
+    }
+    static const int widths[] = {256, 192, 128}, splits[] = {1, 2, 3, 7}, group_ms[] = {1, 4}, clusters[] = {1, 2};
+    int forced = 0;
+    for (int s = 0; s < 3; s++) {
+        gemm_case g = s == 0   ? gemm_case_make(CML_OP_N, CML_OP_T, 200, 450, 640, 1)
+                      : s == 1 ? gemm_case_make(CML_OP_T, CML_OP_N, 257, 130, 520, 2)
+                               : gemm_case_make(CML_OP_N, CML_OP_N, 130, 200, 1000, 1);
+        g.a_dtype = g.b_dtype = s == 2 ? CML_F32 : CML_BF16;
+        g.math = s == 2 ? CML_GEMM_MATH_TF32 : CML_GEMM_MATH_DEFAULT;
+        g.d_dtype = s == 2 ? CML_F32 : CML_BF16;
+        if (s == 0) {
+            g.bias = true;
+            g.epilogue = CML_EPILOGUE_GELU_TANH;
+        }
+        const cml_gemm_desc d = cml_gemm_desc_init(g.op_a, g.op_b, g.M, g.N, g.K, g.batch, g.a_dtype, g.d_dtype);
+        cml_gemm_desc dm = d;
+        dm.math = g.math;
+        for (int w = 0; w < 3; w++)
+            for (int k = 0; k < 4; k++)
+                for (int m = 0; m < 2; m++) {
+                    const cml__gemm_sm90_config cfg = {widths[w], splits[k], clusters[m], group_ms[m]};
+                    if (!cml__gemm_sm90_config_valid(&dm, &cfg) || (under_sanitizer() && (k > 1 || m > 0))) continue;
+                    cml__gemm_sm90_force_config(&cfg);
+                    const int before = path_counts[0];
+                    run_case(&g, 1);
+                    CHECK_MSG(path_counts[0] == before + 1, "forced config %dx%d c%d g%d did not run on sm90", cfg.bn,
+                              cfg.splits, cfg.cluster, cfg.group_m);
+                    forced++;
+                }
+        cml__gemm_sm90_force_config(NULL);
+    }
+    printf("  %d forced configurations\n", forced);
+    CHECK_MSG(forced >= (under_sanitizer() ? 8 : 40), "only %d configurations were valid", forced);
+    for (int ops = 0; ops < 4; ops++) { /* repacked operands: still the sm90 path */
+        gemm_case g = gemm_case_make((cml_op)(ops & 1), (cml_op)(ops >> 1), 129, 65, 77, 2);
+        g.a_dtype = g.b_dtype = g.d_dtype = CML_BF16;
+        g.ld_pad = 1;
+        g.offset = 1;
+        const int before = path_counts[0];
+        run_case(&g, 1);
+        CHECK_MSG(path_counts[0] == before + 1, "unaligned bf16 ops %d did not run on sm90", ops);
+    }
+}
+
 static void test_report(void) {
     printf("  %lld cases; dispatcher picked sm90 %d, f32 %d, simt %d times; worst error/bound: sm90 %.3g, f32 %.3g, "
            "simt %.3g\n",
@@ -537,6 +588,7 @@ int main(void) {
     RUN(test_grouped);
     RUN(test_large);
     RUN(test_split_k);
+    RUN(test_sm90_configs);
     RUN(test_report);
     return th_finish();
 }

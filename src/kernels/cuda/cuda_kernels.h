@@ -79,7 +79,7 @@ cml_status cml__where_fwd_cuda(cml_ctx *ctx, void *y, const cml_layout *y_layout
 /* ---- gemm/ ----
  * cml__gemm_cuda (gemm/gemm_dispatch.cu) takes a validated descriptor and picks a path:
  *   1. cml__gemm_sm90   (gemm/gemm_sm90.cu): Hopper wgmma + TMA, 16-bit (and tf32/fp8) inputs
- *      whose pointers and leading dimensions meet TMA's 16-byte rules;
+ *      in any layout (operands that break TMA's 16-byte rules are first repacked);
  *   2. cml__gemm_f32    (gemm/gemm_f32.cu): exact f32 on CUDA cores, tuned (register and warp tiling);
  *   3. cml__gemm_simt   (gemm/gemm_simt.cu): any dtype, layout, alignment: always correct.
  * Each *_takes predicate says, without launching anything, whether that path handles the
@@ -89,11 +89,32 @@ cml_status cml__gemm_cuda(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, cons
                           const void *C);
 bool cml__gemm_sm90_takes(const cml_ctx *ctx, const cml_gemm_desc *desc, const void *D, const void *A,
                           const void *B, const void *C);
-/* Bytes of ctx workspace the sm90 path takes for desc: tf32/fp8 operands it transposes to
- * K-major and its split-K partials (0 when neither). */
+/* Bytes of ctx workspace the sm90 path takes for desc (pointers assumed 16-byte aligned):
+ * operands it repacks K-major (tf32/fp8 operands that are not, and operands whose leading
+ * dimensions break TMA's 16-byte rules) and its split-K partials (0 when none). */
 size_t cml__gemm_sm90_workspace_size(const cml_ctx *ctx, const cml_gemm_desc *desc);
 cml_status cml__gemm_sm90(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, const void *A, const void *B,
                           const void *C);
+/* A tile configuration of the sm90 path: tile width (256, 192 for 16-bit inputs, 128), K
+ * splits (1 = none; each split keeps at least one K block), CTAs per cluster (1, or 2: pairs of
+ * vertically adjacent tiles share B through TMA multicast) and tile rows visited together. The
+ * plan for a problem comes from the tuned table (gemm_sm90_tuned.inc, written by `camel tune
+ * gemm`) when it lists the exact problem, otherwise from a cost estimate (gemm_sm90.cu). */
+typedef struct cml__gemm_sm90_config {
+    int bn, splits, cluster, group_m;
+} cml__gemm_sm90_config;
+/* Whether the sm90 path can run desc with cfg. */
+bool cml__gemm_sm90_config_valid(const cml_gemm_desc *desc, const cml__gemm_sm90_config *cfg);
+/* The configuration cml__gemm_sm90 runs desc with; *tuned (may be NULL) says whether it came
+ * from the tuned table. */
+cml__gemm_sm90_config cml__gemm_sm90_chosen_config(const cml_ctx *ctx, const cml_gemm_desc *desc, bool *tuned);
+/* The cost estimate's configuration for desc (what runs when neither the table nor a forced
+ * configuration applies). */
+cml__gemm_sm90_config cml__gemm_sm90_estimate_config(const cml_ctx *ctx, const cml_gemm_desc *desc);
+/* For `camel tune gemm` and tests: every later sm90 GEMM (not grouped) runs with *cfg where it
+ * is valid for the problem; NULL goes back to the table and the estimate. Process-wide, not
+ * thread-safe: only for single-threaded tools. */
+void cml__gemm_sm90_force_config(const cml__gemm_sm90_config *cfg);
 /* The grouped form of the sm90 path: every problem in one persistent launch. */
 bool cml__gemm_sm90_grouped_takes(const cml_ctx *ctx, const cml_gemm_desc *descs, int64_t count, void *const *D,
                                   const void *const *A, const void *const *B, const void *const *C);

@@ -2,12 +2,13 @@
  * and the launch of gemm_sm90_kernel (gemm_sm90_kernel.cuh) with TMA maps.
  *
  * Taken: Hopper device; A and B of one dtype: bf16 or f16, f32 with
- * CML_GEMM_MATH_TF32, or fp8 e4m3/e5m2, any ops; K >= 1; A and B 16-byte aligned with
- * leading dimensions (and batch strides) that are multiples of 16 bytes (TMA's rules).
- * wgmma reads tf32 and fp8 only K-major (op_a = N, op_b = T): other layouts are first
- * transposed into the context's workspace by a tiled copy (one more pass over the operand).
- * Anything else goes to the other paths. M, N and K need not be multiples of the
- * tile: TMA reads zeros past the edges and the epilogue stores only inside D. */
+ * CML_GEMM_MATH_TF32, or fp8 e4m3/e5m2, any ops, leading dimensions and alignment; K >= 1.
+ * TMA needs 16-byte aligned operands with leading dimensions (and batch strides) that are
+ * multiples of 16 bytes, and wgmma reads tf32 and fp8 only K-major (op_a = N, op_b = T): an
+ * operand that breaks either rule is first repacked K-major into the context's workspace by a
+ * tiled copy (one more pass over it; the fast case is the aligned one). M, N and K need not
+ * be multiples of the tile: TMA reads zeros past the edges and the epilogue stores only
+ * inside D (with TMA stores when D is 16-bit and aligned, element stores otherwise). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -40,16 +41,23 @@ static bool tma_ok(const void *p, int64_t ld, int64_t stride, int64_t batch, siz
     return batch == 1 || stride == 0 || ((size_t)stride * es) % 16 == 0;
 }
 
+/* Whether A and B can be read in place by TMA. */
+static bool operands_tma_ok(const cml_gemm_desc *d, const void *A, const void *B) {
+    size_t es = cml_dtype_size(d->a_dtype);
+    return tma_ok(A, d->lda, d->stride_a, d->batch, es) && tma_ok(B, d->ldb, d->stride_b, d->batch, es);
+}
+
 extern "C" bool cml__gemm_sm90_takes(const cml_ctx *ctx, const cml_gemm_desc *d, const void *D, const void *A,
                                      const void *B, const void *C) {
+    (void)D, (void)C;
     if (cml__cuda_arch(ctx->device.index) != 90) return false;
     int kind = input_kind(d);
     if (kind < 0 || d->K < 1) return false;
     /* tile indices and TMA coordinates are 32-bit */
     const int64_t lim = (int64_t)1 << 30;
     if (d->M >= lim || d->N >= lim || d->K >= lim || d->batch >= lim) return false;
-    size_t es = cml_dtype_size(d->a_dtype);
-    return tma_ok(A, d->lda, d->stride_a, d->batch, es) && tma_ok(B, d->ldb, d->stride_b, d->batch, es);
+    const size_t es = cml_dtype_size(d->a_dtype); /* element-aligned operands (repacking copies elements) */
+    return (uintptr_t)A % es == 0 && (uintptr_t)B % es == 0;
 }
 
 /* ---- TMA maps ------------------------------------------------------------------------- */
@@ -156,8 +164,8 @@ static __global__ void gemm_sm90_splitk_reduce(const __grid_constant__ cml__gemm
 
 template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER>
 static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, const void *A, const void *B,
-                              const void *C, int splits, float *ws) {
-    const int dev = ctx->device.index;
+                              const void *C, const cml__gemm_sm90_config *pc, float *ws) {
+    const int dev = ctx->device.index, splits = pc->splits;
     CML_TRY((allow_smem<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER>(dev)));
     /* stored shapes: A is M x K (op N) or K x M (op T); B is N x K (op T) or K x N (op N).
      * With a cluster, each CTA loads 1/CLUSTER of a K-major B tile's rows. */
@@ -174,7 +182,7 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
     p.tiles_n = (int)((d->N + BN - 1) / BN);
     p.batch = (int)d->batch;
     p.k_blocks = (int)((d->K + row_elems - 1) / row_elems);
-    p.group_m = 16;
+    p.group_m = pc->group_m;
     p.a_batch_fixed = d->batch == 1 || d->stride_a == 0;
     p.b_batch_fixed = d->batch == 1 || d->stride_b == 0;
     p.groups = NULL;
@@ -221,56 +229,133 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
                                   256);
 }
 
-/* The tile width and K split for a problem: the pair with the least estimated time, in
- * units of one 64-deep K block of a 128 x 256 tile (~0.56 us on an H100): waves of tiles
- * times the tile's K blocks (narrower tiles do a little less work per block of shared-memory
- * traffic: ~3% at 192, ~8% at 128) plus ~2 blocks of per-tile overhead; a split adds its f32 partials' traffic
- * (written and read back once) and the second kernel. Splitting pays off where the tiles
- * cannot fill the machine (e.g. 768 x 768 x 8192, a weight gradient). The split count
- * depends on the shape and the SM count only, so results repeat bitwise on a given GPU. */
-typedef struct sm90_plan {
-    int bn, splits;
-} sm90_plan;
+/* ---- the plan: tile width, K split, tile order ------------------------------------------- */
 
-static sm90_plan plan(const cml_ctx *ctx, const cml_gemm_desc *d, int kind) {
+static long long k_blocks_of(const cml_gemm_desc *d, int kind) {
+    const long long row_elems = CML_SM90_ROW_BYTES / (kind == CML_SM90_TF32 ? 4 : kind >= CML_SM90_E4M3 ? 1 : 2);
+    return (d->K + row_elems - 1) / row_elems;
+}
+
+static bool config_valid(const cml_gemm_desc *d, int kind, const cml__gemm_sm90_config *c) {
+    const bool is16 = kind == CML_SM90_BF16 || kind == CML_SM90_F16;
+    if (c->bn != 256 && c->bn != 128 && !(c->bn == 192 && is16)) return false;
+    if (c->group_m < 1 || c->group_m > 64 || c->splits < 1 || c->splits > CML_SM90_MAX_SPLITS) return false;
+    if (c->cluster != 1 && c->cluster != 2) return false;
+    const long long kb = k_blocks_of(d, kind), per_split = (kb + c->splits - 1) / c->splits;
+    return (kb + per_split - 1) / per_split == c->splits; /* no split without K blocks */
+}
+
+extern "C" bool cml__gemm_sm90_config_valid(const cml_gemm_desc *d, const cml__gemm_sm90_config *c) {
+    const int kind = input_kind(d);
+    return kind >= 0 && config_valid(d, kind, c);
+}
+
+/* The cost estimate: the width and split with the least estimated time, in units of one
+ * 64-deep K block of a 128 x 256 tile (~0.56 us on an H100): waves of tiles times the tile's K
+ * blocks (narrower tiles do a little less work per block of shared-memory traffic: ~3% at 192,
+ * ~8% at 128) plus ~2 blocks of per-tile overhead; a split adds its f32 partials' traffic
+ * (written and read back once) and the second kernel. Splitting pays off where the tiles
+ * cannot fill the machine (e.g. 768 x 768 x 8192, a weight gradient). */
+static cml__gemm_sm90_config estimate(const cml_ctx *ctx, const cml_gemm_desc *d, int kind) {
     int sms = cml__cuda_sm_count(ctx->device.index);
     if (sms <= 0) sms = 132;
-    const double row_elems = CML_SM90_ROW_BYTES / (double)(kind == CML_SM90_TF32 ? 4 : kind >= CML_SM90_E4M3 ? 1 : 2);
-    const long long k_blocks = (long long)((d->K + row_elems - 1) / row_elems);
+    const long long k_blocks = k_blocks_of(d, kind);
     const double block_us = 0.56, overhead_blocks = 2.0, bytes_per_us = 2.5e6, splitk_launch_us = 3.0;
-    sm90_plan best = {256, 1};
+    cml__gemm_sm90_config best = {256, 1, 1, 16};
     double best_us = 1e300;
-    /* 192 (16-bit inputs only): N = 768 in 4 tiles instead of 3 wide or 6 narrow ones */
-    const bool is16 = kind == CML_SM90_BF16 || kind == CML_SM90_F16;
-    const int widths[3] = {256, 192, 128};
+    const int widths[3] = {256, 192, 128}; /* 192: N = 768 in 4 tiles instead of 3 wide or 6 narrow ones */
     const double block_cost[3] = {1.0, 0.77, 0.54}; /* K-block time relative to a 256-wide tile */
     for (int i = 0; i < 3; i++) {
-        const int bn = widths[i];
-        if (bn == 192 && !is16) continue;
-        const double tiles = (double)((d->M + CML_SM90_BM - 1) / CML_SM90_BM) * (double)((d->N + bn - 1) / bn) * d->batch;
+        const double tiles =
+            (double)((d->M + CML_SM90_BM - 1) / CML_SM90_BM) * (double)((d->N + widths[i] - 1) / widths[i]) * d->batch;
         for (int splits = 1; splits <= CML_SM90_MAX_SPLITS; splits++) {
+            const cml__gemm_sm90_config c = {widths[i], splits, 1, 16};
             const long long per_split = (k_blocks + splits - 1) / splits;
-            if (splits > 1 && (per_split < 4 || (k_blocks + per_split - 1) / per_split != splits)) continue;
+            if (!config_valid(d, kind, &c) || (splits > 1 && per_split < 4)) continue;
             const double waves = ceil(tiles * splits / sms);
             double us = waves * ((double)per_split * block_cost[i] + overhead_blocks) * block_us;
             if (splits > 1) us += 8.0 * splits * (double)d->M * d->N * d->batch / bytes_per_us + splitk_launch_us;
             if (us < best_us * 0.97) { /* a clear win only: fewer splits, wider tiles on ties */
                 best_us = us;
-                best.bn = bn;
-                best.splits = splits;
+                best = c;
             }
         }
     }
+    /* clusters of 2 (B multicast) pay off only with several waves of tiles (measured: 3000 x 5000 x
+     * 1000 +33%, 8192^3 +3%; shapes of 1-3 waves such as 8192 x 768 x 3072 and 1024^3 lose 4-13%) */
+    const double tiles = (double)((d->M + CML_SM90_BM - 1) / CML_SM90_BM) * (double)((d->N + best.bn - 1) / best.bn) *
+                         d->batch * best.splits;
+    if (tiles >= 3.0 * sms) best.cluster = 2;
     return best;
 }
 
-/* ---- operands wgmma cannot read in place: transposed into the workspace ------------------------ */
+/* The tuned table: problems measured by `camel tune gemm` whose best configuration beat the
+ * estimate's (gemm_sm90_tuned.inc; regenerate it with that command on the target GPU). */
+typedef struct tuned_entry {
+    int kind;
+    char op_a, op_b;
+    int64_t M, N, K, batch;
+    cml__gemm_sm90_config cfg;
+} tuned_entry;
 
-/* out[b][c][r] = in[b][r][c] for r < rows, c < cols: 32 x 32 tiles through shared memory,
- * so that both the reads and the writes are coalesced. */
-template <typename T>
-static __global__ void gemm_sm90_transpose(const T *in, long long ld_in, long long stride_in, T *out, long long ld_out,
-                                           long long stride_out, long long rows, long long cols) {
+#define CML_SM90_TUNED(kind, op_a, op_b, M, N, K, batch, bn, splits, cluster, group_m) \
+    {CML_SM90_##kind, op_a, op_b, M, N, K, batch, {bn, splits, cluster, group_m}},
+static const tuned_entry tuned_table[] = {
+#include "kernels/cuda/gemm/gemm_sm90_tuned.inc"
+    {-1, 0, 0, 0, 0, 0, 0, {0, 0, 0, 0}} /* end */
+};
+#undef CML_SM90_TUNED
+
+static const cml__gemm_sm90_config *tuned_config(const cml_gemm_desc *d, int kind) {
+    const char op_a = d->op_a == CML_OP_T ? 'T' : 'N', op_b = d->op_b == CML_OP_T ? 'T' : 'N';
+    for (const tuned_entry *t = tuned_table; t->kind >= 0; t++)
+        if (t->kind == kind && t->op_a == op_a && t->op_b == op_b && t->M == d->M && t->N == d->N && t->K == d->K &&
+            t->batch == d->batch && config_valid(d, kind, &t->cfg))
+            return &t->cfg;
+    return NULL;
+}
+
+static bool forced_on;
+static cml__gemm_sm90_config forced;
+
+extern "C" void cml__gemm_sm90_force_config(const cml__gemm_sm90_config *cfg) {
+    forced_on = cfg != NULL;
+    if (cfg) forced = *cfg;
+}
+
+/* The plan of a problem (as the caller gave it, before any repacking): forced, tuned or
+ * estimated. It depends on the shape and the device only, so results repeat bitwise on a GPU. */
+static cml__gemm_sm90_config plan(const cml_ctx *ctx, const cml_gemm_desc *d, int kind, bool *tuned) {
+    if (tuned) *tuned = false;
+    if (forced_on && config_valid(d, kind, &forced)) return forced;
+    const cml__gemm_sm90_config *t = tuned_config(d, kind);
+    if (t) {
+        if (tuned) *tuned = true;
+        return *t;
+    }
+    return estimate(ctx, d, kind);
+}
+
+extern "C" cml__gemm_sm90_config cml__gemm_sm90_chosen_config(const cml_ctx *ctx, const cml_gemm_desc *d,
+                                                              bool *tuned) {
+    const int kind = input_kind(d);
+    if (kind < 0) return cml__gemm_sm90_config{0, 0, 0, 0};
+    return plan(ctx, d, kind, tuned);
+}
+
+extern "C" cml__gemm_sm90_config cml__gemm_sm90_estimate_config(const cml_ctx *ctx, const cml_gemm_desc *d) {
+    const int kind = input_kind(d);
+    if (kind < 0) return cml__gemm_sm90_config{0, 0, 0, 0};
+    return estimate(ctx, d, kind);
+}
+
+/* ---- operands TMA or wgmma cannot read in place: repacked K-major into the workspace ---------- */
+
+/* out[b][c][r] = in[b][r][c] (TRANSPOSE) or out[b][r][c] = in[b][r][c] for r < rows, c < cols:
+ * 32 x 32 tiles, through shared memory when transposing, so that reads and writes are coalesced. */
+template <typename T, bool TRANSPOSE>
+static __global__ void gemm_sm90_repack(const T *in, long long ld_in, long long stride_in, T *out, long long ld_out,
+                                        long long stride_out, long long rows, long long cols) {
     __shared__ T tile[32][33];
     const long long tiles_c = (cols + 31) / 32, tiles = (rows + 31) / 32 * tiles_c;
     const T *src = in + blockIdx.y * stride_in;
@@ -279,8 +364,11 @@ static __global__ void gemm_sm90_transpose(const T *in, long long ld_in, long lo
         const long long r0 = t / tiles_c * 32, c0 = t % tiles_c * 32;
         for (int i = threadIdx.y; i < 32; i += 8) {
             const long long r = r0 + i, c = c0 + threadIdx.x;
-            if (r < rows && c < cols) tile[i][threadIdx.x] = src[r * ld_in + c];
+            if (r >= rows || c >= cols) continue;
+            if (TRANSPOSE) tile[i][threadIdx.x] = src[r * ld_in + c];
+            else dst[r * ld_out + c] = src[r * ld_in + c];
         }
+        if (!TRANSPOSE) continue;
         __syncthreads();
         for (int i = threadIdx.y; i < 32; i += 8) {
             const long long c = c0 + i, r = r0 + threadIdx.x;
@@ -290,76 +378,90 @@ static __global__ void gemm_sm90_transpose(const T *in, long long ld_in, long lo
     }
 }
 
-/* How the sm90 path runs a problem: the descriptor it launches (K-major operands for tf32 and
- * fp8, pointing into the workspace where transposed), its plan, and the workspace layout:
- * [A transposed][B transposed][split-K partials], each part 256-byte aligned. */
+/* How the sm90 path runs a problem: the descriptor it launches (operands it repacks point into
+ * the workspace, K-major), its plan, and the workspace layout: [A repacked][B repacked][split-K
+ * partials], each part 256-byte aligned. */
 typedef struct sm90_layout {
     cml_gemm_desc e;
-    bool tr_a, tr_b;
-    sm90_plan pl;
+    bool pack_a, pack_b;
+    cml__gemm_sm90_config pl;
     size_t off_b, off_partials, total;
 } sm90_layout;
 
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
-static sm90_layout layout(const cml_ctx *ctx, const cml_gemm_desc *d, int kind) {
+/* Repacks one operand of `rows` (M or N) x K to K-major with 16-byte rows: sets its op, leading
+ * dimension and batch stride in *e's fields; returns the bytes it takes. */
+static size_t pack_layout(int64_t rows, int64_t K, int64_t batch, int64_t stride, size_t es, cml_op *op,
+                          cml_op k_major, int64_t *ld, int64_t *stride_out) {
+    const int64_t per = (int64_t)(16 / es), ld_k = (K + per - 1) / per * per;
+    const int64_t copies = batch == 1 || stride == 0 ? 1 : batch;
+    *op = k_major;
+    *ld = ld_k;
+    *stride_out = copies == 1 ? 0 : rows * ld_k;
+    return (size_t)(copies * rows * ld_k) * es;
+}
+
+/* A and B may be NULL (workspace queries): then they count as 16-byte aligned. */
+static sm90_layout layout(const cml_ctx *ctx, const cml_gemm_desc *d, int kind, const void *A, const void *B) {
+    static const char aligned[16] __attribute__((aligned(16))) = {0};
     sm90_layout l;
     l.e = *d;
     const bool k_major_only = kind != CML_SM90_BF16 && kind != CML_SM90_F16;
-    l.tr_a = k_major_only && d->op_a == CML_OP_T;
-    l.tr_b = k_major_only && d->op_b == CML_OP_N;
     const size_t es = cml_dtype_size(d->a_dtype);
-    const int64_t ld = (d->K + (int64_t)(16 / es) - 1) / (int64_t)(16 / es) * (int64_t)(16 / es); /* 16-byte rows */
+    l.pack_a = (k_major_only && d->op_a == CML_OP_T) || !tma_ok(A ? A : aligned, d->lda, d->stride_a, d->batch, es);
+    l.pack_b = (k_major_only && d->op_b == CML_OP_N) || !tma_ok(B ? B : aligned, d->ldb, d->stride_b, d->batch, es);
     size_t bytes_a = 0, bytes_b = 0;
-    if (l.tr_a) {
-        const int64_t copies = d->batch == 1 || d->stride_a == 0 ? 1 : d->batch;
-        l.e.op_a = CML_OP_N;
-        l.e.lda = ld;
-        l.e.stride_a = copies == 1 ? 0 : d->M * ld;
-        bytes_a = (size_t)(copies * d->M * ld) * es;
-    }
-    if (l.tr_b) {
-        const int64_t copies = d->batch == 1 || d->stride_b == 0 ? 1 : d->batch;
-        l.e.op_b = CML_OP_T;
-        l.e.ldb = ld;
-        l.e.stride_b = copies == 1 ? 0 : d->N * ld;
-        bytes_b = (size_t)(copies * d->N * ld) * es;
-    }
-    l.pl = plan(ctx, &l.e, kind);
+    if (l.pack_a) bytes_a = pack_layout(d->M, d->K, d->batch, d->stride_a, es, &l.e.op_a, CML_OP_N, &l.e.lda, &l.e.stride_a);
+    if (l.pack_b) bytes_b = pack_layout(d->N, d->K, d->batch, d->stride_b, es, &l.e.op_b, CML_OP_T, &l.e.ldb, &l.e.stride_b);
+    l.pl = plan(ctx, d, kind, NULL);
     l.off_b = align256(bytes_a);
     l.off_partials = l.off_b + align256(bytes_b);
     const size_t partials = splitk_bytes(&l.e, l.pl.splits);
-    l.total = l.off_partials + partials; /* 0 when nothing is transposed or split */
+    l.total = l.off_partials + partials; /* 0 when nothing is repacked or split */
     return l;
 }
 
-/* Transposes a stored rows x cols operand (ld, batch stride; stride 0 = one copy) into dst. */
-static cml_status transpose_operand(cml_ctx *ctx, const void *src, int64_t rows, int64_t cols, int64_t ld,
-                                    int64_t stride, int64_t batch, void *dst, int64_t ld_out, int64_t stride_out,
-                                    size_t es) {
+/* Copies operand src (stored op N: rows x K; op T: K x rows; ld, batch stride; stride 0 = one
+ * copy) K-major into dst (rows x K, ld_out, stride_out). */
+static cml_status pack_operand(cml_ctx *ctx, const void *src, cml_op op, int64_t rows, int64_t K, int64_t ld,
+                               int64_t stride, int64_t batch, void *dst, int64_t ld_out, int64_t stride_out, size_t es) {
     const int64_t copies = batch == 1 || stride == 0 ? 1 : batch;
-    const long long tiles = (rows + 31) / 32 * ((cols + 31) / 32);
+    const bool tr = op == CML_OP_T;
+    const int64_t r_in = tr ? K : rows, c_in = tr ? rows : K; /* as stored */
+    const long long tiles = (r_in + 31) / 32 * ((c_in + 31) / 32);
     const int sms = cml__cuda_sm_count(ctx->device.index);
     const unsigned blocks = (unsigned)(tiles < 8LL * sms ? tiles : 8LL * sms);
     const dim3 grid(blocks, (unsigned)copies), block(32, 8);
-    if (es == 4)
-        gemm_sm90_transpose<float><<<grid, block, 0, cml__stream(ctx)>>>(
-            (const float *)src, ld, stride, (float *)dst, ld_out, stride_out, rows, cols);
-    else
-        gemm_sm90_transpose<uint8_t><<<grid, block, 0, cml__stream(ctx)>>>(
-            (const uint8_t *)src, ld, stride, (uint8_t *)dst, ld_out, stride_out, rows, cols);
-    return cml__cuda_check_launch(fn, "gemm_sm90_transpose", es == 4 ? "f32" : "fp8", tiles * copies, blocks, 256);
+    cudaStream_t s = cml__stream(ctx);
+#define CML_SM90_PACK(T)                                                                                              \
+    (tr ? gemm_sm90_repack<T, true><<<grid, block, 0, s>>>((const T *)src, ld, stride, (T *)dst, ld_out, stride_out, \
+                                                            r_in, c_in)                                               \
+        : gemm_sm90_repack<T, false><<<grid, block, 0, s>>>((const T *)src, ld, stride, (T *)dst, ld_out,            \
+                                                             stride_out, r_in, c_in))
+    if (es == 4) CML_SM90_PACK(float);
+    else if (es == 2) CML_SM90_PACK(uint16_t);
+    else CML_SM90_PACK(uint8_t);
+#undef CML_SM90_PACK
+    return cml__cuda_check_launch(fn, "gemm_sm90_repack", tr ? "transpose" : "copy", tiles * copies, blocks, 256);
+}
+
+template <int KIND, int TRANS_A, int TRANS_B, int CLUSTER>
+static cml_status sm90_run_cluster(cml_ctx *ctx, const sm90_layout *l, void *D, const void *A, const void *B,
+                                   const void *C, float *partials) {
+    const cml__gemm_sm90_config *c = &l->pl;
+    if (c->bn == 256) return sm90_launch<256, 4, KIND, TRANS_A, TRANS_B, CLUSTER>(ctx, &l->e, D, A, B, C, c, partials);
+    if constexpr (KIND == CML_SM90_BF16 || KIND == CML_SM90_F16)
+        if (c->bn == 192)
+            return sm90_launch<192, 4, KIND, TRANS_A, TRANS_B, CLUSTER>(ctx, &l->e, D, A, B, C, c, partials);
+    return sm90_launch<128, 6, KIND, TRANS_A, TRANS_B, CLUSTER>(ctx, &l->e, D, A, B, C, c, partials);
 }
 
 template <int KIND, int TRANS_A, int TRANS_B>
 static cml_status sm90_run(cml_ctx *ctx, const sm90_layout *l, void *D, const void *A, const void *B, const void *C,
                            float *partials) {
-    if (l->pl.bn == 256)
-        return sm90_launch<256, 4, KIND, TRANS_A, TRANS_B, 2>(ctx, &l->e, D, A, B, C, l->pl.splits, partials);
-    if constexpr (KIND == CML_SM90_BF16 || KIND == CML_SM90_F16)
-        if (l->pl.bn == 192)
-            return sm90_launch<192, 4, KIND, TRANS_A, TRANS_B, 2>(ctx, &l->e, D, A, B, C, l->pl.splits, partials);
-    return sm90_launch<128, 6, KIND, TRANS_A, TRANS_B, 2>(ctx, &l->e, D, A, B, C, l->pl.splits, partials);
+    if (l->pl.cluster == 2) return sm90_run_cluster<KIND, TRANS_A, TRANS_B, 2>(ctx, l, D, A, B, C, partials);
+    return sm90_run_cluster<KIND, TRANS_A, TRANS_B, 1>(ctx, l, D, A, B, C, partials);
 }
 
 template <int KIND>
@@ -376,7 +478,7 @@ static cml_status sm90_run_16bit(cml_ctx *ctx, const sm90_layout *l, void *D, co
 extern "C" size_t cml__gemm_sm90_workspace_size(const cml_ctx *ctx, const cml_gemm_desc *d) {
     int kind = input_kind(d);
     if (kind < 0 || cml__cuda_arch(ctx->device.index) != 90) return 0;
-    return layout(ctx, d, kind).total;
+    return layout(ctx, d, kind, NULL, NULL).total;
 }
 
 extern "C" cml_status cml__gemm_sm90(cml_ctx *ctx, const cml_gemm_desc *d, void *D, const void *A, const void *B,
@@ -386,17 +488,18 @@ extern "C" cml_status cml__gemm_sm90(cml_ctx *ctx, const cml_gemm_desc *d, void 
     if (kind < 0)
         return cml__error(CML_ERR_UNSUPPORTED, "%s: the sm90 path does not take a=%s b=%s (math %d)", fn,
                           cml_dtype_name(d->a_dtype), cml_dtype_name(d->b_dtype), (int)d->math);
-    const sm90_layout l = layout(ctx, d, kind);
+    const sm90_layout l = layout(ctx, d, kind, A, B);
     uint8_t *ws = NULL;
     if (l.total) CML_TRY(cml_ctx_workspace(ctx, (void **)&ws, l.total)); /* one request: parts must not move */
     const size_t es = cml_dtype_size(d->a_dtype);
-    if (l.tr_a) { /* A stored K x M -> M x K */
-        CML_TRY(transpose_operand(ctx, A, d->K, d->M, d->lda, d->stride_a, d->batch, ws, l.e.lda, l.e.stride_a, es));
+    if (l.pack_a) {
+        CML_TRY(pack_operand(ctx, A, d->op_a, d->M, d->K, d->lda, d->stride_a, d->batch, ws, l.e.lda, l.e.stride_a, es));
         A = ws;
     }
-    if (l.tr_b) { /* B stored K x N -> N x K */
-        CML_TRY(transpose_operand(ctx, B, d->K, d->N, d->ldb, d->stride_b, d->batch, ws + l.off_b, l.e.ldb,
-                                  l.e.stride_b, es));
+    if (l.pack_b) { /* K-major B is N x K: stored op T is N x K already, op N is K x N */
+        const cml_op stored = d->op_b == CML_OP_T ? CML_OP_N : CML_OP_T;
+        CML_TRY(pack_operand(ctx, B, stored, d->N, d->K, d->ldb, d->stride_b, d->batch, ws + l.off_b, l.e.ldb,
+                             l.e.stride_b, es));
         B = ws + l.off_b;
     }
     float *partials = l.pl.splits > 1 ? (float *)(ws + l.off_partials) : NULL;
@@ -417,8 +520,10 @@ extern "C" bool cml__gemm_sm90_grouped_takes(const cml_ctx *ctx, const cml_gemm_
     if (count < 1 || count > (1 << 20)) return false;
     int64_t tiles = 0;
     for (int64_t i = 0; i < count; i++) {
-        if (!cml__gemm_sm90_takes(ctx, &descs[i], D[i], A[i], B[i], C ? C[i] : NULL)) return false;
-        const int kind = input_kind(&descs[i]); /* no transposed copies in grouped launches */
+        if (!cml__gemm_sm90_takes(ctx, &descs[i], D[i], A[i], B[i], C ? C[i] : NULL) ||
+            !operands_tma_ok(&descs[i], A[i], B[i]))
+            return false;
+        const int kind = input_kind(&descs[i]); /* no repacked copies in grouped launches */
         if (kind != CML_SM90_BF16 && kind != CML_SM90_F16 && (descs[i].op_a != CML_OP_N || descs[i].op_b != CML_OP_T))
             return false;
         tiles += (descs[i].M + 2 * CML_SM90_BM - 1) / (2 * CML_SM90_BM) * ((descs[i].N + 255) / 256);

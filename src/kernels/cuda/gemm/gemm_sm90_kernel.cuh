@@ -151,7 +151,7 @@ static __device__ __forceinline__ bool cml__sm90_plain_epilogue(const cml__gemm_
  * one row's 32 columns together. Not inlined: one copy of the (branchy) general epilogue
  * serves every block, which keeps the kernel small enough for the instruction cache.
  * The plain epilogue writes 4 elements with one 8- or 16-byte store when they are inside
- * D and aligned. */
+ * D and aligned, and one at a time (without the general code) when D's rows are not. */
 static __device__ __noinline__ void cml__sm90_store_block(const cml__gemm_epi *e, const float *stage, int batch,
                                                           long long row0, long long col0, int t) {
     /* the plain path's fields, read once: stores through D could alias *e, so the
@@ -183,6 +183,13 @@ static __device__ __noinline__ void cml__sm90_store_block(const cml__gemm_epi *e
                     make_uint2((uint32_t)h0 | ((uint32_t)h1 << 16), (uint32_t)h2 | ((uint32_t)h3 << 16));
                 continue;
             }
+            const float z[4] = {alpha * v.x, alpha * v.y, alpha * v.z, alpha * v.w}; /* unaligned D */
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                if (d_dtype == CML_F32) ((float *)D)[i + j] = z[j];
+                else ((uint16_t *)D)[i + j] = d_dtype == CML_BF16 ? cml__f32_to_bf16(z[j]) : cml__f32_to_f16(z[j]);
+            }
+            continue;
         }
         /* the general epilogue: one scalar copy of its code, looped (code size is what
          * matters here: every tile runs this once, often with a cold instruction cache) */
