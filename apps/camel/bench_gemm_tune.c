@@ -16,7 +16,7 @@
 #include "cli.h"
 #include "kernels/cuda/cuda_kernels.h"
 
-#define MAX_CONFIGS 96
+#define MAX_CONFIGS 192
 #define FINALISTS 3
 #define MIN_GAIN 0.98 /* a table entry only where the best is more than 2% faster than the estimate */
 
@@ -24,6 +24,7 @@ static const int WIDTHS[] = {256, 192, 128};
 static const int SPLITS[] = {1, 2, 3, 4, 6, 8, 12, 16};
 static const int CLUSTERS[] = {1, 2};
 static const int GROUP_MS[] = {8, 16};
+static const int ROWS[] = {128, 64};
 
 typedef struct tune_result {
     const bg_case *c;
@@ -35,7 +36,8 @@ typedef struct tune_result {
 } tune_result;
 
 static bool same_config(const cml__gemm_sm90_config *a, const cml__gemm_sm90_config *b) {
-    return a->bn == b->bn && a->splits == b->splits && a->cluster == b->cluster && a->group_m == b->group_m;
+    return a->bn == b->bn && a->splits == b->splits && a->cluster == b->cluster && a->group_m == b->group_m &&
+           a->rows == b->rows;
 }
 
 /* Median ms of our call with cfg forced (reps calls, each after an L2 flush); NAN on failure. */
@@ -79,10 +81,11 @@ static void tune_case(bg_state *s, bg_prep *p, tune_result *t) {
     for (size_t w = 0; w < sizeof WIDTHS / sizeof *WIDTHS; w++)
         for (size_t k = 0; k < sizeof SPLITS / sizeof *SPLITS; k++)
             for (size_t cl = 0; cl < sizeof CLUSTERS / sizeof *CLUSTERS; cl++)
-                for (size_t g = 0; g < sizeof GROUP_MS / sizeof *GROUP_MS; g++) {
-                    const cml__gemm_sm90_config c = {WIDTHS[w], SPLITS[k], CLUSTERS[cl], GROUP_MS[g]};
-                    if (n < MAX_CONFIGS && cml__gemm_sm90_config_valid(d, &c)) cfgs[n++] = c;
-                }
+                for (size_t g = 0; g < sizeof GROUP_MS / sizeof *GROUP_MS; g++)
+                    for (size_t r = 0; r < sizeof ROWS / sizeof *ROWS; r++) {
+                        const cml__gemm_sm90_config c = {WIDTHS[w], SPLITS[k], CLUSTERS[cl], GROUP_MS[g], ROWS[r]};
+                        if (n < MAX_CONFIGS && cml__gemm_sm90_config_valid(d, &c)) cfgs[n++] = c;
+                    }
     t->tried = n;
     const int quick_reps = s->reps / 4 > 3 ? s->reps / 4 : 3;
     for (int i = 0; i < n; i++) quick[i] = time_config(s, p, &cfgs[i], quick_reps);
@@ -141,7 +144,7 @@ static bool write_table(const char *path, const bg_options *o, const tune_result
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
     fprintf(f,
             "/* The sm90 GEMM's tuned table (included by gemm_sm90.cu): one line per problem,\n"
-            " * CML_SM90_TUNED(kind, op_a, op_b, M, N, K, batch, tile width, K splits, cluster, group_m),\n"
+            " * CML_SM90_TUNED(kind, op_a, op_b, M, N, K, batch, tile rows, tile width, K splits, cluster, group_m),\n"
             " * for problems where a measured configuration beat the cost estimate's by more than 2%%.\n"
             " * Written by `%s` on %s (%d SMs), %s.\n"
             " * Regenerate it with that command (--out this file) on the target GPU, then rebuild. */\n",
@@ -150,9 +153,9 @@ static bool write_table(const char *path, const bg_options *o, const tune_result
         const tune_result *t = &res[i];
         if (!t->entry) continue;
         const bg_case *c = t->c;
-        fprintf(f, "CML_SM90_TUNED(%s, '%c', '%c', %lld, %lld, %lld, %lld, %d, %d, %d, %d) /* %.4f -> %.4f ms */\n",
+        fprintf(f, "CML_SM90_TUNED(%s, '%c', '%c', %lld, %lld, %lld, %lld, %d, %d, %d, %d, %d) /* %.4f -> %.4f ms */\n",
                 kind_name(c->dt), c->op_a == CML_OP_T ? 'T' : 'N', c->op_b == CML_OP_T ? 'T' : 'N', (long long)c->M,
-                (long long)c->N, (long long)c->K, (long long)c->batch, t->best.bn, t->best.splits, t->best.cluster, t->best.group_m,
+                (long long)c->N, (long long)c->K, (long long)c->batch, t->best.rows, t->best.bn, t->best.splits, t->best.cluster, t->best.group_m,
                 t->est_ms, t->best_ms);
     }
     if (fclose(f) != 0 || rename(tmp, path) != 0) { /* replaced whole or not at all */
@@ -164,8 +167,8 @@ static bool write_table(const char *path, const bg_options *o, const tune_result
 }
 
 static void json_config(FILE *f, const char *key, const cml__gemm_sm90_config *c) {
-    fprintf(f, ", \"%s\": {\"bn\": %d, \"splits\": %d, \"cluster\": %d, \"group_m\": %d}", key, c->bn, c->splits,
-            c->cluster, c->group_m);
+    fprintf(f, ", \"%s\": {\"rows\": %d, \"bn\": %d, \"splits\": %d, \"cluster\": %d, \"group_m\": %d}", key,
+            c->rows, c->bn, c->splits, c->cluster, c->group_m);
 }
 
 static void json_ms(FILE *f, const char *key, double v) {
@@ -233,7 +236,7 @@ int bg_tune(const bg_options *o, const char *table_path) {
     printf("camel tune gemm: %d cases, up to %d configurations each; the quick pass takes %d calls per "
            "configuration, the finalists %d\n",
            n, MAX_CONFIGS, o->reps / 4 > 3 ? o->reps / 4 : 3, o->reps);
-    printf("%-5s %-8s %-10s %6s %6s %6s %5s %-3s %-16s %9s %-16s %9s %7s %7s %s\n", "dtype", "set", "name", "M", "N", "K",
+    printf("%-5s %-8s %-10s %6s %6s %6s %5s %-3s %-19s %9s %-19s %9s %7s %7s %s\n", "dtype", "set", "name", "M", "N", "K",
            "batch", "ops", "estimate", "ms", "best", "ms", "ratio0", "ratio1", "table");
     cli_progress prog;
     cli_progress_start(&prog, "tune gemm", n, "cases");
@@ -260,9 +263,11 @@ int bg_tune(const bg_options *o, const char *table_path) {
         cli_progress_finish(&prog);
         const bg_case *c = t->c;
         char est[32], best[32];
-        snprintf(est, sizeof est, "%dx%d c%d g%d", t->est.bn, t->est.splits, t->est.cluster, t->est.group_m);
-        snprintf(best, sizeof best, "%dx%d c%d g%d", t->best.bn, t->best.splits, t->best.cluster, t->best.group_m);
-        printf("%-5s %-8s %-10.10s %6lld %6lld %6lld %5lld %c%c  %-16s %9.4f %-16s %9.4f %7.3f %7.3f %s%s%s\n",
+        snprintf(est, sizeof est, "%dx%dx%d c%d g%d", t->est.rows, t->est.bn, t->est.splits, t->est.cluster,
+                 t->est.group_m);
+        snprintf(best, sizeof best, "%dx%dx%d c%d g%d", t->best.rows, t->best.bn, t->best.splits, t->best.cluster,
+                 t->best.group_m);
+        printf("%-5s %-8s %-10.10s %6lld %6lld %6lld %5lld %c%c  %-19s %9.4f %-19s %9.4f %7.3f %7.3f %s%s%s\n",
                bg_dtype_name(c->dt), bg_set_name(c->set), c->name, (long long)c->M, (long long)c->N, (long long)c->K,
                (long long)c->batch, c->op_a == CML_OP_T ? 'T' : 'N', c->op_b == CML_OP_T ? 'T' : 'N', est, t->est_ms,
                best, t->best_ms, t->ref_ms / t->est_ms, t->ref_ms / t->best_ms, t->entry ? "yes" : "-",
@@ -271,7 +276,7 @@ int bg_tune(const bg_options *o, const char *table_path) {
         cli_progress_update(&prog, i + 1, NULL, 0);
     }
     cli_progress_finish(&prog);
-    printf("\n(width x splits, c = CTAs per cluster, g = tile rows visited together; ratio = cuBLAS ms / ours: 0 with the estimate, 1 with "
+    printf("\n(rows x width x splits, c = CTAs per cluster, g = tile rows visited together; ratio = cuBLAS ms / ours: 0 with the estimate, 1 with "
            "the best)\n%d of %d cases beat the estimate by more than 2%%; geometric mean of the ratio to cuBLAS %.3f -> "
            "%.3f over %d cases\n",
            entries, n, n_ratio ? exp(log0 / n_ratio) : NAN, n_ratio ? exp(log1 / n_ratio) : NAN, n_ratio);

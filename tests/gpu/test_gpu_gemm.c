@@ -544,13 +544,14 @@ static void test_sm90_configs(void) {
         for (int w = 0; w < 3; w++)
             for (int k = 0; k < 4; k++)
                 for (int m = 0; m < 2; m++) {
-                    const cml__gemm_sm90_config cfg = {widths[w], splits[k], clusters[m], group_ms[m]};
+                    /* 64-row tiles (16-bit only) with the second cluster/group choice */
+                    const cml__gemm_sm90_config cfg = {widths[w], splits[k], clusters[m], group_ms[m], m ? 64 : 128};
                     if (!cml__gemm_sm90_config_valid(&dm, &cfg) || (under_sanitizer() && (k > 1 || m > 0))) continue;
                     cml__gemm_sm90_force_config(&cfg);
                     const int before = path_counts[0];
                     run_case(&g, 1);
-                    CHECK_MSG(path_counts[0] == before + 1, "forced config %dx%d c%d g%d did not run on sm90", cfg.bn,
-                              cfg.splits, cfg.cluster, cfg.group_m);
+                    CHECK_MSG(path_counts[0] == before + 1, "forced config %dx%dx%d c%d g%d did not run on sm90",
+                              cfg.rows, cfg.bn, cfg.splits, cfg.cluster, cfg.group_m);
                     forced++;
                 }
         cml__gemm_sm90_force_config(NULL);

@@ -97,11 +97,13 @@ cml_status cml__gemm_sm90(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, cons
                           const void *C);
 /* A tile configuration of the sm90 path: tile width (256, 192 for 16-bit inputs, 128), K
  * splits (1 = none; each split keeps at least one K block), CTAs per cluster (1, or 2: pairs of
- * vertically adjacent tiles share B through TMA multicast) and tile rows visited together. The
+ * vertically adjacent tiles share B through TMA multicast), tile rows visited together, and
+ * tile height (128: both consumer warpgroups on one tile; 64, 16-bit inputs only: each
+ * consumer on its own tiles, alternating, so one's epilogue overlaps the other's main loop). The
  * plan for a problem comes from the tuned table (gemm_sm90_tuned.inc, written by `camel tune
  * gemm`) when it lists the exact problem, otherwise from a cost estimate (gemm_sm90.cu). */
 typedef struct cml__gemm_sm90_config {
-    int bn, splits, cluster, group_m;
+    int bn, splits, cluster, group_m, rows;
 } cml__gemm_sm90_config;
 /* Whether the sm90 path can run desc with cfg. */
 bool cml__gemm_sm90_config_valid(const cml_gemm_desc *desc, const cml__gemm_sm90_config *cfg);
@@ -126,6 +128,12 @@ cml_status cml__gemm_f32(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, const
                          const void *C);
 /* The tile configuration cml__gemm_f32 uses for desc ("256x128x8", ...; for tests and benchmarks). */
 const char *cml__gemm_f32_config_name(const cml_ctx *ctx, const cml_gemm_desc *desc);
+/* The name of f32 tile configuration `index` (0, 1, ...; NULL past the last one). */
+const char *cml__gemm_f32_config_at(int index);
+/* For tests and dev tools: every later f32 GEMM runs with the named configuration where its
+ * grid fits (NULL: back to the cost estimate); false (and no forcing) for an unknown name.
+ * Process-wide, not thread-safe. */
+bool cml__gemm_f32_force_config(const char *name);
 cml_status cml__gemm_simt(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, const void *A, const void *B,
                           const void *C);
 /* Bytes of ctx workspace cml__gemm_cuda takes for desc (the dbias partial sums; plus
