@@ -110,9 +110,17 @@ static cml_status output_map(CUtensorMap *map, const cml_gemm_desc *d, void *D) 
                         dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, fn);
 }
 
-/* The f32 partial tiles of a K split over `splits` parts. */
-static size_t splitk_bytes(const cml_gemm_desc *d, int splits) {
-    return splits > 1 ? (size_t)splits * (size_t)d->batch * (size_t)d->M * (size_t)d->N * sizeof(float) : 0;
+/* A K split's workspace: per 64-row half tile, `splits` f32 partials of 64 x bn and an arrival
+ * counter (cml__sm90_problem.partials, .arrivals). */
+static size_t splitk_halves(const cml_gemm_desc *d, const cml__gemm_sm90_config *c) {
+    return (size_t)d->batch * (size_t)((d->M + c->rows - 1) / c->rows) * (size_t)((d->N + c->bn - 1) / c->bn) *
+           (size_t)(c->rows / 64);
+}
+static size_t splitk_counters_offset(const cml_gemm_desc *d, const cml__gemm_sm90_config *c) {
+    return splitk_halves(d, c) * (size_t)c->splits * 64 * (size_t)c->bn * sizeof(float);
+}
+static size_t splitk_bytes(const cml_gemm_desc *d, const cml__gemm_sm90_config *c) {
+    return c->splits > 1 ? splitk_counters_offset(d, c) + splitk_halves(d, c) * sizeof(int) : 0;
 }
 
 /* ---- launch ----------------------------------------------------------------------------- */
@@ -147,21 +155,6 @@ static cudaLaunchConfig_t cluster_launch(cml_ctx *ctx, cudaLaunchAttribute *attr
     return cfg;
 }
 
-/* The split-K partials, in order: D = epilogue(sum over s of ws[b * splits + s]), one
- * thread per element of D (a fixed order of additions: bitwise repeatable). */
-static __global__ void gemm_sm90_splitk_reduce(const __grid_constant__ cml__gemm_epi e, const float *ws, int splits,
-                                               long long batch) {
-    const long long mn = e.M * e.N, total = batch * mn;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (long long)gridDim.x * blockDim.x) {
-        const long long b = i / mn, r = i - b * mn;
-        const float *p = ws + b * splits * mn + r;
-        float sum = 0.0f;
-        for (int s = 0; s < splits; s++) sum += p[s * mn];
-        cml__gemm_epi_store(&e, b, r / e.N, r % e.N, sum);
-    }
-}
-
 /* PP = 1: 64-row tiles, the two consumers on alternate tiles (their epilogues overlap the other's
  * main loop; twice the tiles for shapes that cannot fill the GPU with 128-row ones). */
 template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PP>
@@ -192,21 +185,18 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
     p.n_groups = 0;
     p.splits = splits;
     p.split_kb = (p.k_blocks + splits - 1) / splits;
-    cml__gemm_epi epi = cml__gemm_epi_make(d, D, C), final_epi = epi;
-    if (splits > 1) { /* the kernel stores f32 partial tiles (ws); gemm_sm90_splitk_reduce finishes D */
-        memset(&epi, 0, sizeof epi);
-        epi.alpha = 1.0f;
-        epi.d_dtype = CML_F32;
-        epi.M = d->M;
-        epi.N = d->N;
-        epi.D = ws;
-        epi.ldd = d->N;
-        epi.stride_d = d->M * d->N;
+    p.partials = NULL;
+    p.arrivals = NULL;
+    if (splits > 1) { /* partials and zeroed arrival counters in ws (splitk_bytes) */
+        p.partials = ws;
+        p.arrivals = (int *)((uint8_t *)ws + splitk_counters_offset(d, pc));
+        CML_CUDA_TRY(fn, cudaMemsetAsync(p.arrivals, 0, splitk_halves(d, pc) * sizeof(int), cml__stream(ctx)));
     }
+    const cml__gemm_epi epi = cml__gemm_epi_make(d, D, C);
     /* not when D's batches are one matrix (stride_d = 0 would make them race) */
     CUtensorMap map_d;
     memset(&map_d, 0, sizeof map_d);
-    p.tma_store = splits == 1 && tma_store_ok(d, D) && (d->batch == 1 || d->stride_d != 0);
+    p.tma_store = tma_store_ok(d, D) && (d->batch == 1 || d->stride_d != 0);
     if (p.tma_store) CML_TRY(output_map(&map_d, d, D));
     long long work = (long long)p.cluster_rows * p.tiles_n * p.batch * splits; /* tiles of CLUSTER CTAs */
     int sms = cml__cuda_sm_count(dev);
@@ -224,12 +214,7 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
                           (long long)d->K, (long long)d->batch, clusters * CLUSTER, cudaGetErrorString(e));
     CML_TRY(cml__cuda_check_launch(fn, "gemm_sm90_kernel", cml_dtype_name(d->a_dtype), work,
                                    (unsigned)(clusters * CLUSTER), CML_SM90_THREADS));
-    if (splits == 1) return CML_OK;
-    const long long total = d->batch * d->M * d->N;
-    const long long blocks = (total + 255) / 256 < 4LL * sms ? (total + 255) / 256 : 4LL * sms;
-    gemm_sm90_splitk_reduce<<<(unsigned)blocks, 256, 0, cml__stream(ctx)>>>(final_epi, ws, splits, d->batch);
-    return cml__cuda_check_launch(fn, "gemm_sm90_splitk_reduce", cml_dtype_name(d->d_dtype), total, (unsigned)blocks,
-                                  256);
+    return CML_OK;
 }
 
 /* ---- the plan: tile width, K split, tile order ------------------------------------------- */
@@ -258,13 +243,13 @@ extern "C" bool cml__gemm_sm90_config_valid(const cml_gemm_desc *d, const cml__g
  * 64-deep K block of a 128 x 256 tile (~0.56 us on an H100): waves of tiles times the tile's K
  * blocks (narrower tiles do a little less work per block of shared-memory traffic: ~3% at 192,
  * ~8% at 128) plus ~2 blocks of per-tile overhead; a split adds its f32 partials' traffic
- * (written and read back once) and the second kernel. Splitting pays off where the tiles
- * cannot fill the machine (e.g. 768 x 768 x 8192, a weight gradient). */
+ * (written and read back once, mostly in L2) and the memset of its counters. Splitting pays off
+ * where the tiles cannot fill the machine (e.g. 768 x 768 x 8192, a weight gradient). */
 static cml__gemm_sm90_config estimate(const cml_ctx *ctx, const cml_gemm_desc *d, int kind) {
     int sms = cml__cuda_sm_count(ctx->device.index);
     if (sms <= 0) sms = 132;
     const long long k_blocks = k_blocks_of(d, kind);
-    const double block_us = 0.56, overhead_blocks = 2.0, bytes_per_us = 2.5e6, splitk_launch_us = 3.0;
+    const double block_us = 0.56, overhead_blocks = 2.0, bytes_per_us = 5e6, splitk_launch_us = 1.5;
     cml__gemm_sm90_config best = {256, 1, 1, 16, 128};
     double best_us = 1e300;
     const int widths[3] = {256, 192, 128}; /* 192: N = 768 in 4 tiles instead of 3 wide or 6 narrow ones */
@@ -421,7 +406,7 @@ static sm90_layout layout(const cml_ctx *ctx, const cml_gemm_desc *d, int kind, 
     l.pl = plan(ctx, d, kind, NULL);
     l.off_b = align256(bytes_a);
     l.off_partials = l.off_b + align256(bytes_b);
-    const size_t partials = splitk_bytes(&l.e, l.pl.splits);
+    const size_t partials = splitk_bytes(&l.e, &l.pl);
     l.total = l.off_partials + partials; /* 0 when nothing is repacked or split */
     return l;
 }

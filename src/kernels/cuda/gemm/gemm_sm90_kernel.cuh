@@ -59,9 +59,15 @@ typedef struct cml__sm90_problem {
     int n_groups;
     int tma_store; /* the register epilogue and TMA stores through map_d (cml__sm90_tma_store_ok) */
     /* split K (splits > 1; 0 or 1: none): K blocks [s * split_kb, (s + 1) * split_kb) of every
-     * tile go to split s, whose partial tile is stored as batch b * splits + s of the epilogue's
-     * D (the f32 workspace); a second kernel adds the splits in order (gemm_sm90.cu). */
+     * tile go to split s (tile index b * splits + s in the batch dimension). Each 64-row half
+     * tile h has `splits` f32 partials (partials + (h * splits + s) * 64 * BN) and an arrival
+     * counter (arrivals[h], zero before the launch): every split stores its partial and counts
+     * itself in; the one that arrives last adds all partials in split order and runs the
+     * epilogue. Nobody waits (no co-residency needed) and the sum's order is fixed whoever
+     * arrives last: bitwise reproducible. */
     int splits, split_kb;
+    float *partials;
+    int *arrivals;
 } cml__sm90_problem;
 
 /* Bytes of one element of KIND. */
@@ -91,7 +97,8 @@ struct cml__sm90_smem {
         epi_bytes = 64 * CML_SM90_EPI_STRIDE * 4,
         /* both consumers' epilogue space: the general path's staging or the TMA path's blocks */
         epi_region = 2 * epi_bytes > 4 * CML_SM90_OUT_BYTES ? 2 * epi_bytes : 4 * CML_SM90_OUT_BYTES,
-        total = 1024 + STAGES * (a_bytes + b_bytes) + epi_region + 2 * STAGES * 8
+        /* the barriers, then one word per consumer (split K: "arrived last") */
+        total = 1024 + STAGES * (a_bytes + b_bytes) + epi_region + 2 * STAGES * 8 + 16
     };
 };
 
@@ -274,6 +281,39 @@ static __device__ __forceinline__ void cml__sm90_tma_epilogue(const cml__gemm_ep
     }
 }
 
+/* Split K: this consumer's 64 x BN partial goes to its slot (float4 i of thread t at i * 128 + t:
+ * a warp's stores are contiguous); returns, the same in every thread, whether this split arrived
+ * last, and then leaves in acc the sum of all splits' partials in split order. */
+template <int BN>
+static __device__ __forceinline__ bool cml__sm90_split_gather(float *acc, float *slots, int split, int splits,
+                                                              int *arrival, int *last_word, int consumer, bool leader) {
+    const int t = threadIdx.x % 128;
+    float4 *mine = (float4 *)(slots + (size_t)split * 64 * BN);
+#pragma unroll
+    for (int i = 0; i < BN / 8; i++) __stcg(&mine[i * 128 + t], make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]));
+    cml__sm90_consumer_sync(consumer); /* every thread's partial is written */
+    if (leader) {
+        __threadfence(); /* release the warpgroup's partial before counting in */
+        const int before = atomicAdd(arrival, 1);
+        __threadfence(); /* acquire the others' partials when last */
+        *last_word = before == splits - 1;
+    }
+    cml__sm90_consumer_sync(consumer);
+    const bool last = __shfl_sync(0xffffffffu, *(volatile int *)last_word, 0) != 0; /* warp-uniform */
+    if (!last) return false;
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) acc[i] = 0.0f;
+    for (int s = 0; s < splits; s++) {
+        const float4 *p = (const float4 *)(slots + (size_t)s * 64 * BN);
+#pragma unroll
+        for (int i = 0; i < BN / 8; i++) {
+            const float4 v = __ldcg(&p[i * 128 + t]);
+            acc[4 * i] += v.x, acc[4 * i + 1] += v.y, acc[4 * i + 2] += v.z, acc[4 * i + 3] += v.w;
+        }
+    }
+    return true;
+}
+
 /* Frees a stage: one arrival on its empty barrier in every CTA of the cluster. */
 static __device__ __forceinline__ void cml__sm90_release(uint64_t *empty, int cluster) {
     if (cluster == 1) {
@@ -341,6 +381,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
     float *epi_stage = (float *)(stage_b + STAGES * smem_t::b_bytes);
     uint64_t *full = (uint64_t *)((uint8_t *)epi_stage + smem_t::epi_region);
     uint64_t *empty = full + STAGES;
+    int *split_last = (int *)(empty + STAGES); /* one word per consumer */
     /* With CLUSTER = 2, the two CTAs of a cluster take vertically adjacent tiles that share
      * their B tile: each loads half of it and multicasts it to both, so a stage may be
      * refilled only when the consumers of both CTAs are done with it. */
@@ -466,6 +507,16 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
             if (leader) cml__sm90_release(&empty[(it - 1) % STAGES], CLUSTER);
             if (PINGPONG && tile + step < total) cml__sm90_order_signal(1 - consumer); /* the next tile's owner */
             tm = tm * CLUSTER + rank;
+            if (prob.splits > 1) { /* only the split that arrives last stores D (cml__sm90_problem) */
+                const int split = b % prob.splits;
+                b /= prob.splits;
+                if (tm >= prob.tiles_m) continue; /* the odd cluster row past M: nothing to store */
+                const long long half = (((long long)b * prob.tiles_m + tm) * prob.tiles_n + tn) * (PINGPONG ? 1 : 2) +
+                                       (PINGPONG ? 0 : consumer);
+                if (!cml__sm90_split_gather<BN>(acc, prob.partials + half * prob.splits * 64 * BN, split, prob.splits,
+                                                &prob.arrivals[half], &split_last[consumer], consumer, leader))
+                    continue;
+            }
             if (tma_store) {
                 cml__sm90_tma_epilogue<BN>(ep, md, acc,
                                            (uint8_t *)epi_stage + consumer * 2 * CML_SM90_OUT_BYTES, &out_blocks, consumer,
