@@ -408,22 +408,46 @@ cml_status cml_batchnorm_bwd(cml_ctx *ctx, void *dx, float *dgamma, float *dbeta
  * is contiguous), so both [B, S, H, D] and [B, H, S, D] layouts are described.
  * H_q is a multiple of H_kv (grouped-query: query head h reads kv head h / (H_q/H_kv)).
  * causal: query i sees keys j <= i + (S_kv - S_q) (aligned to the bottom right, as in
- * FlashAttention 2). scale multiplies QK^T (usually 1/sqrt(D)). */
+ * FlashAttention 2). scale multiplies QK^T (usually 1/sqrt(D)).
+ *
+ * Variable-length (packed) batches, like FlashAttention's varlen API: set both cu_seqlens_q
+ * and cu_seqlens_kv (or neither: the last four fields all zero, as cml_attention_desc_bshd
+ * and any zero initializer leave them, mean fixed lengths). Each holds B + 1 int32 offsets,
+ * non-decreasing from 0, in the memory of ctx's device (device pointers on CUDA, host on CPU).
+ * Sequence b has the n_q(b) = cu_seqlens_q[b + 1] - cu_seqlens_q[b] query rows
+ * cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1 of the packed Q, O (and dO, dQ), and likewise
+ * n_kv(b) key rows of K, V (dK, dV): element (row r, head h, d) is at r stride[1] + h stride[2]
+ * + d, and the batch strides stride[0] must be 0. S_q and S_kv are upper bounds, n_q(b) <= S_q
+ * and n_kv(b) <= S_kv (they size the GPU grids and lse). total_q and total_kv are the rows the
+ * packed buffers hold (>= cu_seqlens_q[B], cu_seqlens_kv[B]); rows from cu_seqlens_*[B] on
+ * are never read or written. Sequences may be empty. causal is aligned to the bottom right of
+ * each sequence: query i of sequence b sees keys j <= i + n_kv(b) - n_q(b).
+ * lse keeps its (B, H_q, S_q) layout, S_q being the bound: entry (b, h, i) for i < n_q(b);
+ * the others are neither read nor written. (Not FlashAttention's (H_q, total_q): one
+ * indexing for both modes keeps the kernels' addressing and the backward's scratch as they
+ * are, and needs no total on the device; it costs B H_q S_q floats.)
+ * The offsets are data: the CPU checks them (CML_ERR_INVALID_ARG naming the bad entry). CUDA
+ * does not, since reading them on the host would cost a synchronization: there, invalid
+ * offsets give unspecified values in the outputs' rows, but no access outside the first
+ * total_q (total_kv) rows or outside lse's (B, H_q, S_q): each sequence is clamped into
+ * [0, total) and to at most S_q (S_kv) rows. */
 typedef struct cml_attention_desc {
     int64_t B, H_q, H_kv, S_q, S_kv, D;
     bool causal;
     float scale;
     cml_dtype dtype;
     int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3]; /* batch, seq, head */
+    const int32_t *cu_seqlens_q, *cu_seqlens_kv; /* varlen: B + 1 offsets each, or both NULL */
+    int64_t total_q, total_kv;                   /* varlen: rows of the packed buffers, else 0 */
 } cml_attention_desc;
 
-/* A descriptor for contiguous [B, S, H, D] tensors. */
+/* A descriptor for contiguous [B, S, H, D] tensors (fixed lengths). */
 cml_attention_desc cml_attention_desc_bshd(int64_t B, int64_t S_q, int64_t S_kv, int64_t H_q, int64_t H_kv,
                                            int64_t D, bool causal, cml_dtype dtype);
 
 /* O = softmax(scale Q K^T [+ causal mask]) V; lse (f32, (B, H_q, S_q), may be NULL) gets
  * the natural-log sum of exp of each scaled score row, for the backward. A query row
- * that sees no key (possible only when causal and S_q > S_kv) gives O = 0, lse = -inf. */
+ * that sees no key (when causal and S_q > S_kv, or, varlen, n_kv(b) = 0) gives O = 0, lse = -inf. */
 cml_status cml_attention_fwd(cml_ctx *ctx, const cml_attention_desc *desc, void *O, float *lse,
                              const void *Q, const void *K, const void *V);
 /* dQ, dK, dV (laid out like Q, K, V) from dO, O and lse; overwritten, deterministic. */

@@ -1,4 +1,5 @@
 /* Scaled dot-product attention: the descriptor helper, argument validation
+ * (on the CPU also the varlen offsets, which CUDA cannot read without a sync)
  * and device dispatch (CUDA: src/kernels/cuda/attention/, which picks its own
  * path; see cuda_kernels.h). */
 #include <math.h>
@@ -72,7 +73,59 @@ static cml_status check_strides(const char *fn, const char *name, const int64_t 
     return CML_OK;
 }
 
-/* The descriptor; `backward` also checks that dQ/dK/dV (laid out like Q/K/V) do not overlap. */
+/* Varlen fields: both offset arrays or neither; with them, packed operands (batch strides 0) and
+ * row counts >= 0; without them, no row counts. */
+static cml_status check_varlen(const char *fn, const cml_attention_desc *d) {
+    const bool vq = d->cu_seqlens_q != NULL, vkv = d->cu_seqlens_kv != NULL;
+    if (vq != vkv)
+        return cml__error(CML_ERR_INVALID_ARG,
+                          "%s: desc->%s is NULL but desc->%s is set: a variable-length batch needs both offsets", fn,
+                          vq ? "cu_seqlens_kv" : "cu_seqlens_q", vq ? "cu_seqlens_q" : "cu_seqlens_kv");
+    if (!vq) {
+        CML_CHECK_ARG(d->total_q == 0 && d->total_kv == 0,
+                      "%s: desc->total_q=%lld, desc->total_kv=%lld must be 0 without desc->cu_seqlens_q/kv "
+                      "(they count the rows of packed variable-length batches)",
+                      fn, (long long)d->total_q, (long long)d->total_kv);
+        return CML_OK;
+    }
+    CML_TRY(cml__check_size(fn, "desc->total_q", d->total_q, 0));
+    CML_TRY(cml__check_size(fn, "desc->total_kv", d->total_kv, 0));
+    const int64_t *const st[4] = {d->q_stride, d->k_stride, d->v_stride, d->o_stride};
+    static const char *const name[4] = {"q", "k", "v", "o"};
+    for (int i = 0; i < 4; i++)
+        CML_CHECK_ARG(st[i][0] == 0,
+                      "%s: desc->%s_stride[0] (batch)=%lld must be 0 with desc->cu_seqlens_q/kv (sequences are "
+                      "rows of one packed tensor)",
+                      fn, name[i], (long long)st[i][0]);
+    return CML_OK;
+}
+
+/* Varlen offsets on the CPU (host memory): B + 1 entries from 0, non-decreasing, each sequence
+ * at most S_max rows, the last within the packed buffer's `total` rows. */
+static cml_status check_offsets(const char *fn, const char *name, const int32_t *cu, int64_t B, int64_t S_max,
+                                const char *s_name, int64_t total, const char *total_name) {
+    CML_CHECK_ARG(cu[0] == 0, "%s: desc->%s[0]=%d must be 0", fn, name, (int)cu[0]);
+    for (int64_t b = 0; b < B; b++) {
+        CML_CHECK_ARG(cu[b + 1] >= cu[b], "%s: desc->%s[%lld]=%d < desc->%s[%lld]=%d: offsets must be non-decreasing",
+                      fn, name, (long long)(b + 1), (int)cu[b + 1], name, (long long)b, (int)cu[b]);
+        CML_CHECK_ARG((int64_t)cu[b + 1] - cu[b] <= S_max,
+                      "%s: sequence %lld has %lld rows (desc->%s[%lld] - desc->%s[%lld]), more than desc->%s=%lld",
+                      fn, (long long)b, (long long)((int64_t)cu[b + 1] - cu[b]), name, (long long)(b + 1), name,
+                      (long long)b, s_name, (long long)S_max);
+    }
+    CML_CHECK_ARG(cu[B] <= total, "%s: desc->%s[%lld]=%d must be <= desc->%s=%lld (the rows of the packed buffer)",
+                  fn, name, (long long)B, (int)cu[B], total_name, (long long)total);
+    return CML_OK;
+}
+
+static cml_status check_offsets_cpu(const char *fn, const cml_attention_desc *d) {
+    if (!d->cu_seqlens_q) return CML_OK;
+    CML_TRY(check_offsets(fn, "cu_seqlens_q", d->cu_seqlens_q, d->B, d->S_q, "S_q", d->total_q, "total_q"));
+    return check_offsets(fn, "cu_seqlens_kv", d->cu_seqlens_kv, d->B, d->S_kv, "S_kv", d->total_kv, "total_kv");
+}
+
+/* The descriptor; `backward` also checks that dQ/dK/dV (laid out like Q/K/V) do not overlap.
+ * Varlen operands are checked as one batch of total_q (total_kv) rows. */
 static cml_status check_desc(const char *fn, const cml_attention_desc *d, bool backward) {
     CML_TRY(cml__check_size(fn, "desc->B", d->B, 0));
     CML_TRY(cml__check_size(fn, "desc->H_q", d->H_q, 1));
@@ -88,10 +141,13 @@ static cml_status check_desc(const char *fn, const cml_attention_desc *d, bool b
     CML_TRY(cml__check_product(fn, d->S_q, d->S_kv, d->D));
     CML_TRY(cml__check_dtype_float(fn, "desc->dtype", d->dtype));
     CML_CHECK_ARG(isfinite(d->scale), "%s: desc->scale=%g must be finite", fn, (double)d->scale);
-    CML_TRY(check_strides(fn, "q", d->q_stride, d->B, d->S_q, d->H_q, d->D, backward));
-    CML_TRY(check_strides(fn, "k", d->k_stride, d->B, d->S_kv, d->H_kv, d->D, backward));
-    CML_TRY(check_strides(fn, "v", d->v_stride, d->B, d->S_kv, d->H_kv, d->D, backward));
-    CML_TRY(check_strides(fn, "o", d->o_stride, d->B, d->S_q, d->H_q, d->D, !backward));
+    CML_TRY(check_varlen(fn, d));
+    const bool varlen = d->cu_seqlens_q != NULL;
+    const int64_t nb = varlen ? 1 : d->B, nq = varlen ? d->total_q : d->S_q, nkv = varlen ? d->total_kv : d->S_kv;
+    CML_TRY(check_strides(fn, "q", d->q_stride, nb, nq, d->H_q, d->D, backward));
+    CML_TRY(check_strides(fn, "k", d->k_stride, nb, nkv, d->H_kv, d->D, backward));
+    CML_TRY(check_strides(fn, "v", d->v_stride, nb, nkv, d->H_kv, d->D, backward));
+    CML_TRY(check_strides(fn, "o", d->o_stride, nb, nq, d->H_q, d->D, !backward));
     return CML_OK;
 }
 
@@ -112,6 +168,7 @@ cml_status cml_attention_fwd(cml_ctx *ctx, const cml_attention_desc *desc, void 
     if (cml_ctx_device(ctx).type == CML_CUDA) return cml__attention_fwd_cuda(ctx, desc, O, lse, Q, K, V);
 #endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
+    CML_TRY(check_offsets_cpu(fn, desc));
     return cml__attention_fwd_cpu(ctx, desc, O, lse, Q, K, V);
 }
 
@@ -139,5 +196,6 @@ cml_status cml_attention_bwd(cml_ctx *ctx, const cml_attention_desc *desc, void 
         return cml__attention_bwd_cuda(ctx, desc, dQ, dK, dV, dO, Q, K, V, O, lse);
 #endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
+    CML_TRY(check_offsets_cpu(fn, desc));
     return cml__attention_bwd_cpu(ctx, desc, dQ, dK, dV, dO, Q, K, V, O, lse);
 }

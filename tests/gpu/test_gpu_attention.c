@@ -14,11 +14,16 @@
  * S_q != S_kv, the three TMA-compatible layouts, bf16 and f16): the test prints how many
  * forward cases took the sm90 path, checks through its launch counter that exactly the
  * cases it predicts ran there (twice each: O and lse poisoned, bitwise equal), and fails on
- * an sm_90 device when none did. The backward's mma launch counter likewise: every 16-bit
- * backward through cml_attention_bwd must run on the path cml__attention_mma_takes predicts
- * (twice), and on sm_80 / sm_90 every one with D > 128 on mma. Then head dims the CUDA path
- * refuses, and timings (informational) at B=4, H=16, S=1024, D=64 and 256. Exits 77
- * ("skipped") without a GPU. */
+ * an sm_90 device when none did. The backward's mma and sm90 launch counters likewise: every
+ * backward through cml_attention_bwd must run on the path cml__attention_bwd_cuda_path_name
+ * predicts (twice), and on sm_80 / sm_90 every one with D > 128 on mma. Then variable-length (packed)
+ * batches (cu_seqlens in device memory): empty sequences, length 1, lengths off the tiles,
+ * S_q != S_kv per sequence, causal, GQA/MQA, D 33/64/80/128/256, every dtype, against each
+ * sequence's float64 reference, NaN inputs outside the sequences, outputs outside them
+ * untouched, repeat runs bitwise equal; and garbage offsets, which must run without a fault
+ * or an access outside the buffers (memcheck). Then head dims the CUDA path refuses, and
+ * timings (informational) at B=4, H=16, S=1024, D=64 and 256. Exits 77 ("skipped") without a
+ * GPU. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <time.h>
 
@@ -36,8 +41,8 @@ int main(void) {
 /* forward cases through the public entry point, those predicted on the sm90 path, and the
  * sm90 launches seen for them */
 static int n_fwd_auto, n_fwd_sm90, n_fwd_sm90_runs;
-/* 16-bit backward cases through the public entry point and those that ran on mma: all, D > 128 */
-static int n_bwd_auto, n_bwd_mma, n_bwd_wide, n_bwd_wide_mma;
+/* 16-bit backward cases through the public entry point, those that ran on mma (all, D > 128) and on sm90 */
+static int n_bwd_auto, n_bwd_mma, n_bwd_wide, n_bwd_wide_mma, n_bwd_sm90;
 
 
 /* ---- placements: element (b, s, h, d) at b st[0] + s st[1] + h st[2] + d ------------------------- */
@@ -299,8 +304,11 @@ static void run_path(const problem *pr, int path, const char *tag) {
         const double *want[3] = {pr->dq, pr->dk, pr->dv};
         const int64_t S[3] = {Sq, Skv, Skv}, H[3] = {Hq, Hkv, Hkv};
         unsigned char *first[3], *again[3];
-        const bool bmma = path == PATH_AUTO && cml__attention_mma_takes(gctx, d, true);
-        const long long mma0 = cml__attention_bwd_mma_runs();
+        const char *bpath = path == PATH_SIMT ? "simt"
+                                              : cml__attention_bwd_cuda_path_name(gctx, d, g.dq, g.dk, g.dv, g.dout,
+                                                                                  g.q, g.k, g.v, g.o);
+        const bool bmma = strcmp(bpath, "mma") == 0, bsm90 = strcmp(bpath, "sm90") == 0;
+        const long long mma0 = cml__attention_bwd_mma_runs(), sm90b0 = cml__attention_bwd_sm90_runs();
         for (int r = 0; r < 2; r++) {
             for (int t = 0; t < 3; t++) poison(outs[t], nout[t]);
             CHECK_OK(run_bwd(path, pr, &g));
@@ -312,16 +320,17 @@ static void run_path(const problem *pr, int path, const char *tag) {
             }
         }
         const long long mma_runs = cml__attention_bwd_mma_runs() - mma0;
-        CHECK_MSG(mma_runs == (bmma ? 2 : 0), "%s bwd: predicted path %s, but %lld mma launches for 2 runs", what,
-                  bmma ? "mma" : "simt", mma_runs);
+        const long long sm90b_runs = cml__attention_bwd_sm90_runs() - sm90b0;
+        CHECK_MSG(mma_runs == (bmma ? 2 : 0) && sm90b_runs == (bsm90 ? 2 : 0),
+                  "%s bwd: predicted path %s, but %lld mma and %lld sm90 launches for 2 runs", what, bpath, mma_runs,
+                  sm90b_runs);
         if (path == PATH_AUTO && dt != CML_F32) {
-            n_bwd_auto++, n_bwd_wide += D > 128;
+            n_bwd_auto++, n_bwd_wide += D > 128, n_bwd_sm90 += sm90b_runs == 2;
             n_bwd_mma += mma_runs == 2, n_bwd_wide_mma += D > 128 && mma_runs == 2;
         }
         static const char *const name[3] = {"dQ", "dK", "dV"};
         for (int t = 0; t < 3; t++) {
-            snprintf(w2, sizeof w2, "%s bwd (%s) %s", what, bmma ? "mma" : path == PATH_SIMT ? "simt" : "auto",
-                     name[t]);
+            snprintf(w2, sizeof w2, "%s bwd (%s) %s", what, bpath, name[t]);
             CHECK_MSG(memcmp(first[t], again[t], nout[t]) == 0, "%s: a repeat run differs", w2);
             compare_placed(w2, first[t], pl[t], dt, want[t], B, S[t], H[t], D, tol);
             check_gaps(w2, first[t], pl[t], es, B, S[t], H[t], D);
@@ -459,6 +468,331 @@ static void test_sm90_fwd(void) {
             }
 }
 
+/* ---- variable-length (packed) batches ----------------------------------------------------------
+ * Sequence b is rows cu[b] .. cu[b + 1] - 1 of packed operands (row stride H D + pad, head stride D,
+ * batch stride 0), the offsets in device memory. The reference runs each sequence alone (B = 1)
+ * through reference_fwd / reference_bwd above, placed at its rows. Inputs outside the sequences
+ * (row gaps, the tail rows, lse entries past a sequence's length) are NaN, so a read there shows
+ * in the outputs; outputs outside must keep their poison. */
+
+#define VL_MAX_B 6
+#define VL_TAIL 3 /* rows of the packed buffers past the last sequence */
+
+typedef struct vl_shape {
+    int B, Hq, Hkv, D;
+    int n_q[VL_MAX_B], n_kv[VL_MAX_B];
+    int extra; /* S_q, S_kv: the longest sequences plus this (the bounds need not be reached) */
+} vl_shape;
+
+static const vl_shape VL_SHAPES[] = {
+    {5, 4, 2, 64, {1, 0, 129, 7, 65}, {1, 5, 127, 0, 200}, 0},   /* empty, length 1, no keys, GQA 2 */
+    {3, 2, 1, 128, {63, 200, 1}, {130, 64, 17}, 3},               /* MQA, S_q >< S_kv per sequence */
+    {4, 2, 2, 256, {33, 0, 100, 2}, {70, 1, 99, 2}, 1},           /* the largest head */
+    {2, 3, 3, 33, {50, 17}, {17, 50}, 0},                         /* odd D: no vector loads */
+    {6, 4, 1, 80, {1, 2, 3, 64, 65, 0}, {3, 2, 1, 64, 66, 0}, 2}, /* D the kernels pad, MQA 4 */
+    {3, 2, 1, 128, {700, 260, 513}, {520, 700, 1}, 0},            /* long (left out under the sanitizer) */
+};
+enum { N_VL_SHAPES = sizeof VL_SHAPES / sizeof VL_SHAPES[0] };
+
+static int n_vl_auto, n_vl_sm90; /* 16-bit varlen forwards through cml_attention_fwd, those predicted on sm90 */
+
+/* got (packed: `rows` rows of H D elements, row stride rs) vs want ((rows, H, D) doubles), norm-wise, all finite. */
+static void compare_packed(const char *what, const void *got, int64_t rs, cml_dtype dt, const double *want,
+                           int64_t rows, int64_t HD, double tol) {
+    double num = 0, den = 0;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t e = 0; e < HD; e++) {
+            double g = ld(got, dt, r * rs + e), w = want[r * HD + e];
+            if (!isfinite(g)) {
+                CHECK_MSG(false, "%s: row %lld element %lld is %g (want %g)", what, (long long)r, (long long)e, g, w);
+                return;
+            }
+            num += (g - w) * (g - w);
+            den += w * w;
+        }
+    double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    CHECK_MSG(rel <= tol, "%s: relative error %.3g > %.3g", what, rel, tol);
+}
+
+/* Every byte of a packed buffer (all_rows x rs elements) outside rows [0, rows) x [0, HD) still 0xFF. */
+static void check_packed_gaps(const char *what, const unsigned char *buf, int64_t all_rows, int64_t rs, int64_t rows,
+                              int64_t HD, size_t es) {
+    for (int64_t r = 0; r < all_rows; r++)
+        for (int64_t e = r < rows ? HD : 0; e < rs; e++)
+            for (size_t k = 0; k < es; k++)
+                if (buf[(size_t)(r * rs + e) * es + k] != 0xFF) {
+                    CHECK_MSG(false, "%s: row %lld element %lld (outside the sequences) was written", what,
+                              (long long)r, (long long)e);
+                    return;
+                }
+}
+
+typedef struct vl_problem {
+    cml_attention_desc d; /* cu pointers: device */
+    int32_t cu_q[VL_MAX_B + 1], cu_kv[VL_MAX_B + 1];
+    int64_t tq, tkv, rsq, rskv; /* rows and row strides of the packed buffers */
+    void *q, *k, *v, *dout, *o_in; /* host, dtype, packed; NaN outside the sequences */
+    double *o, *dq, *dk, *dv;       /* reference, (rows, H, D) over the sequences' rows */
+    double *lse;                    /* reference (B, H_q, S_q) */
+    float *lse_in;                  /* the backward's lse: f32, NaN past each sequence */
+} vl_problem;
+
+/* The reference of sequence b alone, placed at its rows; o_in and lse_in from its forward. */
+static void vl_reference_seq(vl_problem *vp, int b) {
+    const cml_attention_desc *d = &vp->d;
+    const cml_dtype dt = d->dtype;
+    const size_t es = cml_dtype_size(dt);
+    const int64_t Hq = d->H_q, Hkv = d->H_kv, D = d->D;
+    const int64_t q0 = vp->cu_q[b], kv0 = vp->cu_kv[b], nq = vp->cu_q[b + 1] - q0, nkv = vp->cu_kv[b + 1] - kv0;
+    if (nq == 0) return; /* its keys' gradients stay 0 */
+    problem pr;
+    memset(&pr, 0, sizeof pr);
+    pr.d = cml_attention_desc_bshd(1, nq, nkv > 0 ? nkv : 1, Hq, Hkv, D, d->causal, dt);
+    pr.d.scale = d->scale;
+    const place pq = {{0, vp->rsq, D}, 0}, pk = {{0, vp->rskv, D}, 0};
+    pr.pq = pr.po = pq, pr.pk = pr.pv = pk;
+    pr.q = (char *)vp->q + (size_t)(q0 * vp->rsq) * es, pr.dout = (char *)vp->dout + (size_t)(q0 * vp->rsq) * es;
+    pr.o_in = (char *)vp->o_in + (size_t)(q0 * vp->rsq) * es;
+    pr.k = (char *)vp->k + (size_t)(kv0 * vp->rskv) * es, pr.v = (char *)vp->v + (size_t)(kv0 * vp->rskv) * es;
+    pr.o = vp->o + q0 * Hq * D, pr.dq = vp->dq + q0 * Hq * D;
+    pr.dk = vp->dk + kv0 * Hkv * D, pr.dv = vp->dv + kv0 * Hkv * D;
+    pr.lse = malloc(sizeof(double) * (size_t)(Hq * nq));
+    pr.lse_in = malloc(sizeof(float) * (size_t)(Hq * nq));
+    if (nkv > 0) {
+        reference_fwd(&pr);
+    } else { /* no key: O = 0, lse = -inf */
+        memset(pr.o, 0, sizeof(double) * (size_t)(nq * Hq * D));
+        for (int64_t r = 0; r < Hq * nq; r++) pr.lse[r] = -INFINITY;
+    }
+    for (int64_t h = 0; h < Hq; h++)
+        for (int64_t i = 0; i < nq; i++) {
+            const int64_t at = (b * Hq + h) * d->S_q + i;
+            vp->lse[at] = pr.lse[h * nq + i];
+            vp->lse_in[at] = pr.lse_in[h * nq + i] = (float)pr.lse[h * nq + i];
+            for (int64_t c = 0; c < D; c++)
+                cml_dtype_store(vp->o_in, dt, (q0 + i) * vp->rsq + h * D + c, (float)pr.o[(i * Hq + h) * D + c]);
+        }
+    if (nkv > 0) reference_bwd(&pr); /* else dQ stays 0 */
+    free(pr.lse);
+    free(pr.lse_in);
+}
+
+static void vl_build(vl_problem *vp, const vl_shape *vs, bool causal, cml_dtype dt) {
+    memset(vp, 0, sizeof *vp);
+    int64_t smax_q = 1, smax_kv = 1;
+    for (int b = 0; b < vs->B; b++) {
+        vp->cu_q[b + 1] = vp->cu_q[b] + vs->n_q[b];
+        vp->cu_kv[b + 1] = vp->cu_kv[b] + vs->n_kv[b];
+        smax_q = vs->n_q[b] > smax_q ? vs->n_q[b] : smax_q;
+        smax_kv = vs->n_kv[b] > smax_kv ? vs->n_kv[b] : smax_kv;
+    }
+    const int64_t D = vs->D, pad = D % 8 ? 3 : 8, nq = vp->cu_q[vs->B], nkv = vp->cu_kv[vs->B];
+    vp->tq = nq + VL_TAIL, vp->tkv = nkv + VL_TAIL;
+    vp->rsq = vs->Hq * D + pad, vp->rskv = vs->Hkv * D + pad;
+    cml_attention_desc *d = &vp->d;
+    *d = cml_attention_desc_bshd(vs->B, smax_q + vs->extra, smax_kv + vs->extra, vs->Hq, vs->Hkv, D, causal, dt);
+    d->scale *= 1.5f;
+    d->q_stride[0] = d->o_stride[0] = 0, d->q_stride[1] = d->o_stride[1] = vp->rsq, d->q_stride[2] = d->o_stride[2] = D;
+    d->k_stride[0] = d->v_stride[0] = 0, d->k_stride[1] = d->v_stride[1] = vp->rskv, d->k_stride[2] = d->v_stride[2] = D;
+    d->total_q = vp->tq, d->total_kv = vp->tkv;
+    const size_t es = cml_dtype_size(dt), bq = (size_t)(vp->tq * vp->rsq) * es, bkv = (size_t)(vp->tkv * vp->rskv) * es;
+    vp->q = malloc(bq), vp->dout = malloc(bq), vp->o_in = malloc(bq), vp->k = malloc(bkv), vp->v = malloc(bkv);
+    void *ins[5] = {vp->q, vp->dout, vp->o_in, vp->k, vp->v};
+    for (int i = 0; i < 5; i++) memset(ins[i], 0xFF, i < 3 ? bq : bkv);
+    for (int64_t r = 0; r < nq; r++)
+        for (int64_t e = 0; e < vs->Hq * D; e++) {
+            cml_dtype_store(vp->q, dt, r * vp->rsq + e, uniform(-2.0f, 2.0f));
+            cml_dtype_store(vp->dout, dt, r * vp->rsq + e, uniform(-1.0f, 1.0f));
+        }
+    for (int64_t r = 0; r < nkv; r++)
+        for (int64_t e = 0; e < vs->Hkv * D; e++) {
+            cml_dtype_store(vp->k, dt, r * vp->rskv + e, uniform(-2.0f, 2.0f));
+            cml_dtype_store(vp->v, dt, r * vp->rskv + e, uniform(-1.0f, 1.0f));
+        }
+    const int64_t nl = vs->B * vs->Hq * d->S_q;
+    vp->o = calloc((size_t)(nq * vs->Hq * D) + 1, sizeof(double));
+    vp->dq = calloc((size_t)(nq * vs->Hq * D) + 1, sizeof(double));
+    vp->dk = calloc((size_t)(nkv * vs->Hkv * D) + 1, sizeof(double));
+    vp->dv = calloc((size_t)(nkv * vs->Hkv * D) + 1, sizeof(double));
+    vp->lse = calloc((size_t)nl, sizeof(double));
+    vp->lse_in = malloc(sizeof(float) * (size_t)nl);
+    memset(vp->lse_in, 0xFF, sizeof(float) * (size_t)nl);
+    for (int b = 0; b < vs->B; b++) vl_reference_seq(vp, b);
+}
+
+static void vl_free(vl_problem *vp) {
+    free(vp->q), free(vp->k), free(vp->v), free(vp->dout), free(vp->o_in);
+    free(vp->o), free(vp->dq), free(vp->dk), free(vp->dv), free(vp->lse), free(vp->lse_in);
+}
+
+/* One varlen problem through one path: forward and backward twice each on poisoned outputs. */
+static void vl_run_path(vl_problem *vp, int path, const char *what) {
+    cml_attention_desc *d = &vp->d;
+    const cml_dtype dt = d->dtype;
+    const size_t es = cml_dtype_size(dt), bq = (size_t)(vp->tq * vp->rsq) * es, bkv = (size_t)(vp->tkv * vp->rskv) * es;
+    const int64_t B = d->B, Hq = d->H_q, nl = B * Hq * d->S_q, nq = vp->cu_q[B], nkv = vp->cu_kv[B];
+    const size_t bl = sizeof(float) * (size_t)nl, bcu = sizeof(int32_t) * (size_t)(B + 1);
+    /* buffers of exactly total rows: memcheck sees any access past them */
+    dev_bufs g = {dev_alloc(bq), dev_alloc(bkv), dev_alloc(bkv), dev_alloc(bq), dev_alloc(bq),
+                  dev_alloc(bq), dev_alloc(bkv), dev_alloc(bkv), dev_alloc(bl)};
+    int32_t *cuq = dev_alloc(bcu), *cukv = dev_alloc(bcu);
+    unsigned char *got = malloc(bq > bkv ? bq : bkv), *again = malloc(bq > bkv ? bq : bkv);
+    float *lse = malloc(bl), *lse2 = malloc(bl);
+    CHECK(g.q && g.k && g.v && g.o && g.dout && g.dq && g.dk && g.dv && g.lse && cuq && cukv);
+    if (!(g.q && g.k && g.v && g.o && g.dout && g.dq && g.dk && g.dv && g.lse && cuq && cukv)) goto done;
+    upload(g.q, vp->q, bq), upload(g.k, vp->k, bkv), upload(g.v, vp->v, bkv), upload(g.dout, vp->dout, bq);
+    upload(cuq, vp->cu_q, bcu), upload(cukv, vp->cu_kv, bcu);
+    d->cu_seqlens_q = cuq, d->cu_seqlens_kv = cukv;
+    problem pr; /* run_fwd / run_bwd take the descriptor from a problem */
+    memset(&pr, 0, sizeof pr);
+    pr.d = *d;
+    const double tol = tol_for(dt);
+    char w2[260];
+    {
+        const char *fpath = path == PATH_SIMT ? "simt" : cml__attention_fwd_cuda_path_name(gctx, d, g.o, g.q, g.k, g.v);
+        const long long sm90_0 = cml__attention_fwd_sm90_runs();
+        for (int r = 0; r < 2; r++) {
+            poison(g.o, bq), poison(g.lse, bl);
+            CHECK_OK(run_fwd(path, &pr, &g));
+            download(r ? again : got, g.o, bq);
+            download(r ? lse2 : lse, g.lse, bl);
+        }
+        snprintf(w2, sizeof w2, "%s fwd (%s)", what, fpath);
+        CHECK_MSG(memcmp(got, again, bq) == 0 && memcmp(lse, lse2, bl) == 0, "%s: a repeat run differs", w2);
+        if (path == PATH_AUTO && dt != CML_F32) n_vl_auto++, n_vl_sm90 += strcmp(fpath, "sm90") == 0;
+        CHECK_MSG(cml__attention_fwd_sm90_runs() == sm90_0, "%s: ran on the sm90 path, which declines varlen", w2);
+        compare_packed(w2, got, vp->rsq, dt, vp->o, nq, Hq * d->D, tol);
+        check_packed_gaps(w2, got, vp->tq, vp->rsq, nq, Hq * d->D, es);
+        double num = 0, den = 0;
+        bool ok = true, kept = true;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t h = 0; h < Hq; h++)
+                for (int64_t i = 0; i < d->S_q; i++) {
+                    const int64_t at = (b * Hq + h) * d->S_q + i;
+                    uint32_t bits;
+                    memcpy(&bits, &lse[at], 4);
+                    if (i >= vp->cu_q[b + 1] - vp->cu_q[b]) {
+                        kept &= bits == 0xFFFFFFFFu;
+                        continue;
+                    }
+                    if (isinf(vp->lse[at]) && lse[at] == vp->lse[at]) continue;
+                    ok &= isfinite(lse[at]) != 0;
+                    num += (lse[at] - vp->lse[at]) * (lse[at] - vp->lse[at]);
+                    den += vp->lse[at] * vp->lse[at];
+                }
+        CHECK_MSG(ok, "%s lse: not finite where the reference's is", w2);
+        CHECK_MSG(kept, "%s lse: an entry past its sequence was written", w2);
+        CHECK_MSG(sqrt(num / (den > 0 ? den : 1)) <= 1e-5, "%s lse: relative error %.3g", w2,
+                  sqrt(num / (den > 0 ? den : 1)));
+    }
+    {
+        upload(g.o, vp->o_in, bq);
+        upload(g.lse, vp->lse_in, bl);
+        void *outs[3] = {g.dq, g.dk, g.dv};
+        const size_t nb[3] = {bq, bkv, bkv};
+        const double *want[3] = {vp->dq, vp->dk, vp->dv};
+        const int64_t rows[3] = {nq, nkv, nkv}, all[3] = {vp->tq, vp->tkv, vp->tkv};
+        const int64_t rs[3] = {vp->rsq, vp->rskv, vp->rskv}, HD[3] = {Hq * d->D, d->H_kv * d->D, d->H_kv * d->D};
+        static const char *const name[3] = {"dQ", "dK", "dV"};
+        const bool bmma = path == PATH_AUTO && cml__attention_mma_takes(gctx, d, true);
+        const long long mma0 = cml__attention_bwd_mma_runs(), sm90b0 = cml__attention_bwd_sm90_runs();
+        unsigned char *first[3];
+        for (int t = 0; t < 3; t++) first[t] = malloc(nb[t]);
+        for (int r = 0; r < 2; r++) {
+            for (int t = 0; t < 3; t++) poison(outs[t], nb[t]);
+            CHECK_OK(run_bwd(path, &pr, &g));
+            for (int t = 0; t < 3; t++) {
+                download(r ? again : first[t], outs[t], nb[t]);
+                if (r) CHECK_MSG(memcmp(first[t], again, nb[t]) == 0, "%s bwd %s: a repeat run differs", what, name[t]);
+            }
+        }
+        const long long mma_runs = cml__attention_bwd_mma_runs() - mma0;
+        CHECK_MSG(mma_runs == (bmma ? 2 : 0), "%s bwd: predicted path %s, but %lld mma launches for 2 runs", what,
+                  bmma ? "mma" : "simt", mma_runs);
+        CHECK_MSG(cml__attention_bwd_sm90_runs() == sm90b0, "%s bwd: ran on the sm90 path, which declines varlen",
+                  what);
+        for (int t = 0; t < 3; t++) {
+            snprintf(w2, sizeof w2, "%s bwd (%s) %s", what, bmma ? "mma" : "simt", name[t]);
+            compare_packed(w2, first[t], rs[t], dt, want[t], rows[t], HD[t], tol);
+            check_packed_gaps(w2, first[t], all[t], rs[t], rows[t], HD[t], es);
+            free(first[t]);
+        }
+    }
+done:
+    d->cu_seqlens_q = d->cu_seqlens_kv = NULL;
+    dev_free(g.q, bq), dev_free(g.k, bkv), dev_free(g.v, bkv), dev_free(g.o, bq), dev_free(g.dout, bq);
+    dev_free(g.dq, bq), dev_free(g.dk, bkv), dev_free(g.dv, bkv), dev_free(g.lse, bl);
+    dev_free(cuq, bcu), dev_free(cukv, bcu);
+    free(got), free(again), free(lse), free(lse2);
+}
+
+/* Every varlen shape, causal and not, each dtype; 16-bit also on the SIMT path. Under the
+ * sanitizer: not the long shape, bf16 and f32 only. */
+static void test_varlen(void) {
+    const bool san = under_sanitizer();
+    for (int s = 0; s < N_VL_SHAPES; s++)
+        for (int di = 0; di < n_test_dtypes(); di++)
+            for (int causal = 0; causal < 2; causal++) {
+                if (san && s == N_VL_SHAPES - 1) continue;
+                const vl_shape *vs = &VL_SHAPES[s];
+                vl_problem vp;
+                vl_build(&vp, vs, causal, TEST_DTYPES[di]);
+                char what[160];
+                int before = th_failed_checks;
+                snprintf(what, sizeof what, "varlen shape %d B=%d Hq=%d Hkv=%d D=%d %s %s", s, vs->B, vs->Hq, vs->Hkv,
+                         vs->D, causal ? "causal" : "full", cml_dtype_name(TEST_DTYPES[di]));
+                vl_run_path(&vp, PATH_AUTO, what);
+                if (TEST_DTYPES[di] != CML_F32) {
+                    snprintf(what, sizeof what, "varlen shape %d %s %s simt", s, causal ? "causal" : "full",
+                             cml_dtype_name(TEST_DTYPES[di]));
+                    vl_run_path(&vp, PATH_SIMT, what);
+                }
+                if (th_failed_checks != before)
+                    printf("  (varlen shape %d, %s, causal %d failed)\n", s, cml_dtype_name(TEST_DTYPES[di]), causal);
+                vl_free(&vp);
+            }
+    printf("varlen: %d 16-bit forwards through cml_attention_fwd, %d predicted on sm90 (must be 0)\n", n_vl_auto,
+           n_vl_sm90);
+    CHECK(n_vl_sm90 == 0);
+}
+
+/* Offsets are data the host does not check on CUDA: garbage ones (decreasing, negative, past
+ * the buffers, INT32_MAX) must still run without an access outside the buffers (which hold
+ * exactly total_q / total_kv rows; compute-sanitizer memcheck watches) and without a fault. */
+static void test_varlen_bad_offsets(void) {
+    static const int32_t bad_q[6] = {0, 100000, -5, 7, INT32_MAX, 3}, bad_kv[6] = {-7, 9, 2, 2147483000, 1, 12};
+    for (int di = 0; di < 2; di++) {
+        const cml_dtype dt = di ? CML_BF16 : CML_F32;
+        const int64_t B = 5, H = 2, D = 64, tq = 10, tkv = 12;
+        cml_attention_desc d = cml_attention_desc_bshd(B, 9, 11, H, H, D, true, dt);
+        d.q_stride[0] = d.k_stride[0] = d.v_stride[0] = d.o_stride[0] = 0;
+        d.total_q = tq, d.total_kv = tkv;
+        const size_t es = cml_dtype_size(dt), bq = (size_t)(tq * H * D) * es, bkv = (size_t)(tkv * H * D) * es;
+        const size_t bl = sizeof(float) * (size_t)(B * H * d.S_q), bcu = sizeof bad_q;
+        void *q = dev_alloc(bq), *o = dev_alloc(bq), *dout = dev_alloc(bq), *dq = dev_alloc(bq);
+        void *k = dev_alloc(bkv), *v = dev_alloc(bkv), *dk = dev_alloc(bkv), *dv = dev_alloc(bkv);
+        float *lse = dev_alloc(bl);
+        int32_t *cuq = dev_alloc(bcu), *cukv = dev_alloc(bcu);
+        CHECK(q && o && dout && dq && k && v && dk && dv && lse && cuq && cukv);
+        if (q && o && dout && dq && k && v && dk && dv && lse && cuq && cukv) {
+            void *h = malloc(bq > bkv ? bq : bkv);
+            random_fill(h, dt, tkv * H * D, -1.0f, 1.0f);
+            upload(q, h, bq), upload(dout, h, bq), upload(k, h, bkv), upload(v, h, bkv);
+            upload(cuq, bad_q, bcu), upload(cukv, bad_kv, bcu);
+            free(h);
+            d.cu_seqlens_q = cuq, d.cu_seqlens_kv = cukv;
+            CHECK_OK(cml_attention_fwd(gctx, &d, o, lse, q, k, v));
+            CHECK_OK(cml_attention_bwd(gctx, &d, dq, dk, dv, dout, q, k, v, o, lse));
+            CHECK_OK(cml__attention_fwd_simt(gctx, &d, o, lse, q, k, v));
+            CHECK_OK(cml__attention_bwd_simt(gctx, &d, dq, dk, dv, dout, q, k, v, o, lse));
+            CHECK_OK(cml_ctx_synchronize(gctx));
+        }
+        dev_free(q, bq), dev_free(o, bq), dev_free(dout, bq), dev_free(dq, bq);
+        dev_free(k, bkv), dev_free(v, bkv), dev_free(dk, bkv), dev_free(dv, bkv);
+        dev_free(lse, bl), dev_free(cuq, bcu), dev_free(cukv, bcu);
+    }
+}
+
 /* Head dims beyond 256 are refused on CUDA with a message; the mma entry refuses f32. */
 static void test_unsupported(void) {
     cml_attention_desc d = cml_attention_desc_bshd(1, 4, 4, 1, 1, 300, false, CML_BF16);
@@ -513,7 +847,9 @@ static void test_timing(void) {
                 double tf = time_calls(path, false, &pr, &g, 20), tb = time_calls(path, true, &pr, &g, 10);
                 const char *pname =
                     path == PATH_SIMT ? "simt" : cml__attention_fwd_cuda_path_name(gctx, &pr.d, g.o, g.q, g.k, g.v);
-                const char *bname = path == PATH_AUTO && cml__attention_mma_takes(gctx, &pr.d, true) ? "mma" : "simt";
+                const char *bname = path == PATH_SIMT ? "simt"
+                                                      : cml__attention_bwd_cuda_path_name(gctx, &pr.d, g.dq, g.dk, g.dv,
+                                                                                          g.dout, g.q, g.k, g.v, g.o);
                 printf("  timing %-4s/%-4s %s B=%lld H=%lld S=%lld D=%lld %s: fwd %.3f ms %.1f TFLOP/s, bwd %.3f ms "
                        "%.1f TFLOP/s\n",
                        pname, bname, cml_dtype_name(dt), (long long)B, (long long)H,
@@ -527,27 +863,33 @@ static void test_timing(void) {
     }
 }
 
+/* Which paths the cases above took (run last; left out with CML_TEST_ONLY, which skips the sweeps). */
+static void test_paths_taken(void) {
+    const int arch = cml__cuda_arch(0);
+    printf("sm90 forward path: %d of %d forward cases through cml_attention_fwd predicted sm90, %d ran there "
+           "(device sm_%d)\n", n_fwd_sm90, n_fwd_auto, n_fwd_sm90_runs, arch);
+    CHECK_MSG(arch != 90 || n_fwd_sm90 > 0, "an sm_90 device, but no forward case took the sm90 path");
+    CHECK_MSG(n_fwd_sm90_runs == n_fwd_sm90, "%d cases predicted sm90, %d ran there", n_fwd_sm90, n_fwd_sm90_runs);
+    printf("mma backward path: %d of %d 16-bit backward cases through cml_attention_bwd ran there, D > 128: %d of %d "
+           "(device sm_%d); sm90 backward: %d\n", n_bwd_mma, n_bwd_auto, n_bwd_wide_mma, n_bwd_wide, arch, n_bwd_sm90);
+    CHECK_MSG(arch < 80 || n_bwd_mma > 0, "an sm_%d device, but no backward case took the mma path", arch);
+    /* sm_80 and sm_90 have the shared memory the D = 256 kernels take (sm_86/89 do not) */
+    CHECK_MSG(!(arch == 80 || arch == 90) || (n_bwd_wide > 0 && n_bwd_wide_mma == n_bwd_wide),
+              "an sm_%d device, but %d of %d backward cases with D > 128 took the mma path", arch, n_bwd_wide_mma,
+              n_bwd_wide);
+}
+
 int main(void) {
     int rc = gpu_test_init(20260511);
     if (rc) return rc;
     RUN(test_sweep);
     RUN(test_layouts);
     RUN(test_sm90_fwd);
+    RUN(test_varlen);
+    RUN(test_varlen_bad_offsets);
     RUN(test_unsupported);
     RUN(test_timing);
-    const bool hopper = cml__cuda_arch(0) == 90;
-    printf("sm90 forward path: %d of %d forward cases through cml_attention_fwd predicted sm90, %d ran there "
-           "(device sm_%d)\n", n_fwd_sm90, n_fwd_auto, n_fwd_sm90_runs, cml__cuda_arch(0));
-    CHECK_MSG(!hopper || n_fwd_sm90 > 0, "an sm_90 device, but no forward case took the sm90 path");
-    CHECK_MSG(n_fwd_sm90_runs == n_fwd_sm90, "%d cases predicted sm90, %d ran there", n_fwd_sm90, n_fwd_sm90_runs);
-    const int arch = cml__cuda_arch(0);
-    printf("mma backward path: %d of %d 16-bit backward cases through cml_attention_bwd ran there, D > 128: %d of %d "
-           "(device sm_%d)\n", n_bwd_mma, n_bwd_auto, n_bwd_wide_mma, n_bwd_wide, arch);
-    CHECK_MSG(arch < 80 || n_bwd_mma > 0, "an sm_%d device, but no backward case took the mma path", arch);
-    /* sm_80 and sm_90 have the shared memory the D = 256 kernels take (sm_86/89 do not) */
-    CHECK_MSG(!(arch == 80 || arch == 90) || (n_bwd_wide > 0 && n_bwd_wide_mma == n_bwd_wide),
-              "an sm_%d device, but %d of %d backward cases with D > 128 took the mma path", arch, n_bwd_wide_mma,
-              n_bwd_wide);
+    RUN(test_paths_taken); /* its checks now count as a test: before, a failed one did not change the exit code */
     return th_finish();
 }
 #endif

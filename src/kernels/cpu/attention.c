@@ -5,6 +5,13 @@
  * keys j < visible(i) = min(S_kv, i + S_kv - S_q + 1) when causal (bottom-right
  * aligned), all S_kv otherwise.
  *
+ * Variable-length batches (desc->cu_seqlens_q/kv, checked by src/kernels/attention.c):
+ * sequence b is rows q0 .. q0 + n_q - 1 (kv0 .. kv0 + n_kv - 1) of the packed
+ * operands (batch stride 0), and everything above runs with its own n_q, n_kv
+ * in place of S_q, S_kv (attn_seq). Tasks are laid out over the bounds S_q, S_kv
+ * as for fixed lengths; those past a sequence's end do nothing. lse and Di keep
+ * their (B, H_q, S_q) rows.
+ *
  * Determinism: every output element is written by exactly one task, and each
  * task accumulates in a fixed order (scores over d ascending, sums over j or
  * (h, i) ascending, row sums in 8 interleaved partial sums), so results are
@@ -53,10 +60,25 @@ typedef struct attn_job {
     float *Di;          /* backward: (B, H_q, S_q) */
 } attn_job;
 
-/* Keys visible to query i. */
-static inline int64_t visible(const cml_attention_desc *d, int64_t i) {
-    if (!d->causal) return d->S_kv;
-    return max64(0, min64(d->S_kv, i + d->S_kv - d->S_q + 1));
+/* Sequence b: its first rows in the operands (0 for fixed lengths, where the batch
+ * stride separates sequences) and its lengths. */
+typedef struct attn_seq {
+    int64_t q0, kv0, n_q, n_kv;
+} attn_seq;
+
+static inline attn_seq seq_of(const cml_attention_desc *d, int64_t b) {
+    attn_seq s = {0, 0, d->S_q, d->S_kv};
+    if (d->cu_seqlens_q) {
+        s.q0 = d->cu_seqlens_q[b], s.n_q = d->cu_seqlens_q[b + 1] - s.q0;
+        s.kv0 = d->cu_seqlens_kv[b], s.n_kv = d->cu_seqlens_kv[b + 1] - s.kv0;
+    }
+    return s;
+}
+
+/* Keys of its sequence visible to query i. */
+static inline int64_t visible(const cml_attention_desc *d, const attn_seq *sq, int64_t i) {
+    if (!d->causal) return sq->n_kv;
+    return max64(0, min64(sq->n_kv, i + sq->n_kv - sq->n_q + 1));
 }
 
 static inline int64_t off3(const int64_t stride[3], int64_t b, int64_t s, int64_t h) {
@@ -184,23 +206,27 @@ static size_t fwd_scratch(const cml_attention_desc *d) {
     return (size_t)(2 * QB * d->D + 2 * KT * d->D + d->D + QB * d->S_kv);
 }
 
+/* Query rows [i0, i0 + QB) of (b, h), those inside the sequence. */
 static void fwd_task(const attn_job *job, void *O, float *lse, const void *Q, const void *K, const void *V,
-                     int64_t b, int64_t h, int64_t i0, int64_t n) {
+                     int64_t b, int64_t h, int64_t i0) {
     const cml_attention_desc *d = job->d;
-    const int64_t D = d->D, S_kv = d->S_kv;
+    const attn_seq sq = seq_of(d, b);
+    if (i0 >= sq.n_q) return;
+    const int64_t n = min64(QB, sq.n_q - i0);
+    const int64_t D = d->D, S_kv = d->S_kv; /* S_kv: the scores' row pitch */
     const cml_dtype dt = d->dtype;
     const int64_t hk = h / job->group;
     float *q = thread_scratch(job), *acc = q + QB * D, *kT = acc + QB * D, *vrows = kT + KT * D;
     float *buf = vrows + KT * D, *scores = buf + D; /* scores: n x S_kv */
     int64_t vis[QB] = {0};
     for (int64_t r = 0; r < n; r++) {
-        load_row(q + r * D, Q, dt, off3(d->q_stride, b, i0 + r, h), D);
-        vis[r] = visible(d, i0 + r);
+        load_row(q + r * D, Q, dt, off3(d->q_stride, b, sq.q0 + i0 + r, h), D);
+        vis[r] = visible(d, &sq, i0 + r);
     }
     int64_t jmax = vis[n - 1]; /* rows further down see more keys */
     for (int64_t j0 = 0; j0 < jmax; j0 += KT) {
         int64_t cnt = min64(KT, jmax - j0);
-        load_tile(kT, NULL, buf, K, d->k_stride, dt, b, hk, j0, cnt, D, KT);
+        load_tile(kT, NULL, buf, K, d->k_stride, dt, b, hk, sq.kv0 + j0, cnt, D, KT);
         for (int64_t r = 0; r < n; r++) {
             int64_t c = min64(cnt, vis[r] - j0);
             if (c > 0) score_row(scores + r * S_kv + j0, q + r * D, kT, D, c, KT, d->scale);
@@ -218,7 +244,8 @@ static void fwd_task(const attn_job *job, void *O, float *lse, const void *Q, co
     memset(acc, 0, (size_t)(n * D) * sizeof(float));
     for (int64_t j0 = 0; j0 < jmax; j0 += KT) {
         int64_t cnt = min64(KT, jmax - j0);
-        for (int64_t jj = 0; jj < cnt; jj++) load_row(vrows + jj * D, V, dt, off3(d->v_stride, b, j0 + jj, hk), D);
+        for (int64_t jj = 0; jj < cnt; jj++)
+            load_row(vrows + jj * D, V, dt, off3(d->v_stride, b, sq.kv0 + j0 + jj, hk), D);
         for (int64_t r = 0; r < n; r++) {
             int64_t c = min64(cnt, vis[r] - j0);
             if (c > 0) gemv_acc(acc + r * D, scores + r * S_kv + j0, vrows, c, D);
@@ -231,7 +258,7 @@ static void fwd_task(const attn_job *job, void *O, float *lse, const void *Q, co
             float inv = 1.0f / l[r];
             for (int64_t c = 0; c < D; c++) o[c] *= inv;
         }
-        cml__store_f32(O, dt, off3(d->o_stride, b, i, h), 1, o, D);
+        cml__store_f32(O, dt, off3(d->o_stride, b, sq.q0 + i, h), 1, o, D);
         if (lse) lse[(b * d->H_q + h) * d->S_q + i] = vis[r] > 0 ? m[r] + logf(l[r]) : -INFINITY;
     }
 }
@@ -247,7 +274,7 @@ cml_status cml__attention_fwd_cpu(cml_ctx *ctx, const cml_attention_desc *desc, 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads) if (parallel)
     for (int64_t t = 0; t < tasks; t++) {
         int64_t blk = t % blocks, bh = t / blocks, i0 = blk * QB;
-        fwd_task(&job, O, lse, Q, K, V, bh / d->H_q, bh % d->H_q, i0, min64(QB, d->S_q - i0));
+        fwd_task(&job, O, lse, Q, K, V, bh / d->H_q, bh % d->H_q, i0);
     }
     return CML_OK;
 }
@@ -257,10 +284,13 @@ cml_status cml__attention_fwd_cpu(cml_ctx *ctx, const cml_attention_desc *desc, 
 static size_t dq_scratch(const cml_attention_desc *d) { return (size_t)(3 * QB * d->D + 3 * KT * d->D + 2 * KT + d->D); }
 static size_t dkv_scratch(const cml_attention_desc *d) { return (size_t)(4 * KB * d->D + 8 * KB + 10 * d->D); }
 
-/* Pass 1: dQ for query rows [i0, i0 + n) of (b, h). */
+/* Pass 1: dQ for query rows [i0, i0 + QB) of (b, h), those inside the sequence. */
 static void dq_task(const attn_job *job, void *dQ, const void *dO, const void *Q, const void *K, const void *V,
-                    const float *lse, int64_t b, int64_t h, int64_t i0, int64_t n) {
+                    const float *lse, int64_t b, int64_t h, int64_t i0) {
     const cml_attention_desc *d = job->d;
+    const attn_seq sq = seq_of(d, b);
+    if (i0 >= sq.n_q) return;
+    const int64_t n = min64(QB, sq.n_q - i0);
     const int64_t D = d->D;
     const cml_dtype dt = d->dtype;
     const int64_t hk = h / job->group;
@@ -270,17 +300,17 @@ static void dq_task(const attn_job *job, void *dQ, const void *dO, const void *Q
     float L[QB] = {0}, Di[QB] = {0};
     for (int64_t r = 0; r < n; r++) {
         int64_t i = i0 + r, row = (b * d->H_q + h) * d->S_q + i;
-        load_row(q + r * D, Q, dt, off3(d->q_stride, b, i, h), D);
-        load_row(dout + r * D, dO, dt, off3(d->o_stride, b, i, h), D);
-        vis[r] = visible(d, i);
+        load_row(q + r * D, Q, dt, off3(d->q_stride, b, sq.q0 + i, h), D);
+        load_row(dout + r * D, dO, dt, off3(d->o_stride, b, sq.q0 + i, h), D);
+        vis[r] = visible(d, &sq, i);
         L[r] = lse[row];
         Di[r] = job->Di[row];
     }
     memset(acc, 0, (size_t)(n * D) * sizeof(float));
     for (int64_t j0 = 0; j0 < vis[n - 1]; j0 += KT) {
         int64_t cnt = min64(KT, vis[n - 1] - j0);
-        load_tile(kT, krows, buf, K, d->k_stride, dt, b, hk, j0, cnt, D, KT);
-        load_tile(vT, NULL, buf, V, d->v_stride, dt, b, hk, j0, cnt, D, KT);
+        load_tile(kT, krows, buf, K, d->k_stride, dt, b, hk, sq.kv0 + j0, cnt, D, KT);
+        load_tile(vT, NULL, buf, V, d->v_stride, dt, b, hk, sq.kv0 + j0, cnt, D, KT);
         for (int64_t r = 0; r < n; r++) {
             int64_t c = min64(cnt, vis[r] - j0);
             if (c <= 0) continue;
@@ -290,29 +320,34 @@ static void dq_task(const attn_job *job, void *dQ, const void *dO, const void *Q
             gemv_acc(acc + r * D, s, krows, c, D);
         }
     }
-    for (int64_t r = 0; r < n; r++) cml__store_f32(dQ, dt, off3(d->q_stride, b, i0 + r, h), 1, acc + r * D, D);
+    for (int64_t r = 0; r < n; r++)
+        cml__store_f32(dQ, dt, off3(d->q_stride, b, sq.q0 + i0 + r, h), 1, acc + r * D, D);
 }
 
-/* Pass 2: dK and dV for key rows [j0, j0 + n) of (b, hk), over every query head of its
- * group. Query rows go in groups of four (probabilities 0 where a row does not see a
- * key, rows of zeros past S_q) so dK and dV are read and written once per group. */
+/* Pass 2: dK and dV for key rows [j0, j0 + KB) of (b, hk) inside the sequence, over every
+ * query head of its group. Query rows go in groups of four (probabilities 0 where a row
+ * does not see a key, rows of zeros past the sequence end) so dK and dV are read and
+ * written once per group. */
 static void dkv_task(const attn_job *job, void *dK, void *dV, const void *dO, const void *Q, const void *K,
-                     const void *V, const float *lse, int64_t b, int64_t hk, int64_t j0, int64_t n) {
+                     const void *V, const float *lse, int64_t b, int64_t hk, int64_t j0) {
     const cml_attention_desc *d = job->d;
+    const attn_seq sq = seq_of(d, b);
+    if (j0 >= sq.n_kv) return;
+    const int64_t n = min64(KB, sq.n_kv - j0);
     const int64_t D = d->D;
     const cml_dtype dt = d->dtype;
     float *kT = thread_scratch(job), *vT = kT + KB * D, *dk = vT + KB * D, *dv = dk + KB * D, *p = dv + KB * D;
     float *ds = p + 4 * KB, *qrows = ds + 4 * KB, *dorows = qrows + 4 * D, *buf = dorows + 4 * D;
-    load_tile(kT, NULL, buf, K, d->k_stride, dt, b, hk, j0, n, D, KB);
-    load_tile(vT, NULL, buf, V, d->v_stride, dt, b, hk, j0, n, D, KB);
+    load_tile(kT, NULL, buf, K, d->k_stride, dt, b, hk, sq.kv0 + j0, n, D, KB);
+    load_tile(vT, NULL, buf, V, d->v_stride, dt, b, hk, sq.kv0 + j0, n, D, KB);
     memset(dk, 0, (size_t)(2 * KB * D) * sizeof(float)); /* dk and dv */
     /* The first query that sees key j0: visible(i) > j0. */
-    int64_t i_first = d->causal ? max64(0, j0 - (d->S_kv - d->S_q)) : 0;
+    int64_t i_first = d->causal ? max64(0, j0 - (sq.n_kv - sq.n_q)) : 0;
     for (int64_t h = hk * job->group; h < (hk + 1) * job->group; h++) {
-        for (int64_t i0 = i_first; i0 < d->S_q; i0 += 4) {
+        for (int64_t i0 = i_first; i0 < sq.n_q; i0 += 4) {
             int64_t cmax = 0;
             for (int g = 0; g < 4; g++) {
-                int64_t i = i0 + g, c = i < d->S_q ? min64(n, visible(d, i) - j0) : 0;
+                int64_t i = i0 + g, c = i < sq.n_q ? min64(n, visible(d, &sq, i) - j0) : 0;
                 float *pg = p + g * KB, *dsg = ds + g * KB, *q = qrows + g * D, *dout = dorows + g * D;
                 if (c <= 0) {
                     memset(q, 0, (size_t)D * sizeof(float));
@@ -320,8 +355,8 @@ static void dkv_task(const attn_job *job, void *dK, void *dV, const void *dO, co
                     c = 0;
                 } else {
                     int64_t row = (b * d->H_q + h) * d->S_q + i;
-                    load_row(q, Q, dt, off3(d->q_stride, b, i, h), D);
-                    load_row(dout, dO, dt, off3(d->o_stride, b, i, h), D);
+                    load_row(q, Q, dt, off3(d->q_stride, b, sq.q0 + i, h), D);
+                    load_row(dout, dO, dt, off3(d->o_stride, b, sq.q0 + i, h), D);
                     float L = lse[row], Di = job->Di[row];
                     score_row(pg, q, kT, D, c, KB, d->scale);
                     score_row(dsg, dout, vT, D, c, KB, 1.0f);
@@ -342,8 +377,8 @@ static void dkv_task(const attn_job *job, void *dK, void *dV, const void *dO, co
         }
     }
     for (int64_t jj = 0; jj < n; jj++) {
-        cml__store_f32(dK, dt, off3(d->k_stride, b, j0 + jj, hk), 1, dk + jj * D, D);
-        cml__store_f32(dV, dt, off3(d->v_stride, b, j0 + jj, hk), 1, dv + jj * D, D);
+        cml__store_f32(dK, dt, off3(d->k_stride, b, sq.kv0 + j0 + jj, hk), 1, dk + jj * D, D);
+        cml__store_f32(dV, dt, off3(d->v_stride, b, sq.kv0 + j0 + jj, hk), 1, dv + jj * D, D);
     }
 }
 
@@ -363,20 +398,22 @@ cml_status cml__attention_bwd_cpu(cml_ctx *ctx, const cml_attention_desc *desc, 
 #pragma omp parallel for schedule(static) num_threads(nthreads) if (parallel && rows > 1)
     for (int64_t row = 0; row < rows; row++) {
         int64_t i = row % d->S_q, bh = row / d->S_q, b = bh / d->H_q, h = bh % d->H_q;
+        const attn_seq sq = seq_of(d, b);
+        if (i >= sq.n_q) continue;
         float *buf = thread_scratch(&job);
-        const float *o = row_f32(buf, O, d->dtype, off3(d->o_stride, b, i, h), D);
-        const float *g = row_f32(buf + D, dO, d->dtype, off3(d->o_stride, b, i, h), D);
+        const float *o = row_f32(buf, O, d->dtype, off3(d->o_stride, b, sq.q0 + i, h), D);
+        const float *g = row_f32(buf + D, dO, d->dtype, off3(d->o_stride, b, sq.q0 + i, h), D);
         job.Di[row] = dot(o, g, D);
     }
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads) if (parallel && q_tasks > 1)
     for (int64_t t = 0; t < q_tasks; t++) {
         int64_t blk = t % qblocks, bh = t / qblocks, i0 = blk * QB;
-        dq_task(&job, dQ, dO, Q, K, V, lse, bh / d->H_q, bh % d->H_q, i0, min64(QB, d->S_q - i0));
+        dq_task(&job, dQ, dO, Q, K, V, lse, bh / d->H_q, bh % d->H_q, i0);
     }
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads) if (parallel && kv_tasks > 1)
     for (int64_t t = 0; t < kv_tasks; t++) {
         int64_t blk = t % kblocks, bh = t / kblocks, j0 = blk * KB;
-        dkv_task(&job, dK, dV, dO, Q, K, V, lse, bh / d->H_kv, bh % d->H_kv, j0, min64(KB, d->S_kv - j0));
+        dkv_task(&job, dK, dV, dO, Q, K, V, lse, bh / d->H_kv, bh % d->H_kv, j0);
     }
     return CML_OK;
 }

@@ -148,14 +148,15 @@ static __device__ __forceinline__ void bwd_store_dq(const cml__attn_params &p, c
 /* ---- dK, dV ------------------------------------------------------------------------------ */
 
 template <int DT, int DP, int BQ>
-static __global__ void __launch_bounds__(NT) attn_bwd_dkv_mma_kernel(const __grid_constant__ cml__attn_params p) {
+static __global__ void __launch_bounds__(NT) attn_bwd_dkv_mma_kernel(const __grid_constant__ cml__attn_params pg) {
     constexpr int BK = 64, LD = bwd_mma_cfg<DP, BK, BQ>::LD;
     constexpr int NQT = BQ / 8, NDT = DP / 8;
     extern __shared__ uint4 smem_u4[];
     uint16_t *Ks = (uint16_t *)smem_u4, *Vs = Ks + BK * LD, *Qs = Vs + BK * LD, *dOs = Qs + BQ * LD;
     float *Ls = (float *)(dOs + BQ * LD), *Dis = Ls + BQ;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
-    const int bh = blockIdx.x, b = bh / p.H_kv, hk = bh % p.H_kv;
+    const int bh = blockIdx.x, b = bh / pg.H_kv, hk = bh % pg.H_kv;
+    const cml__attn_params p = cml__attn_bind(pg, b);
     const cml__attn_slices kv = cml__attn_slices_of(p, b, hk * p.group, hk); /* K, V of this kv head */
     const int n_tiles = (p.S_kv + BK - 1) / BK;
     for (int t_ = blockIdx.y; t_ < n_tiles; t_ += gridDim.y) {
@@ -195,12 +196,13 @@ static __global__ void __launch_bounds__(NT) attn_bwd_dkv_mma_kernel(const __gri
 /* ---- dQ ---------------------------------------------------------------------------------- */
 
 template <int DT, int DP, int BK>
-static __global__ void __launch_bounds__(NT) attn_bwd_dq_mma_kernel(const __grid_constant__ cml__attn_params p) {
+static __global__ void __launch_bounds__(NT) attn_bwd_dq_mma_kernel(const __grid_constant__ cml__attn_params pg) {
     constexpr int BQ = 64, LD = bwd_mma_cfg<DP, BQ, BK>::LD;
     constexpr int NKT = BK / 8, NDT = DP / 8;
     extern __shared__ uint4 smem_u4[];
     uint16_t *Qs = (uint16_t *)smem_u4, *dOs = Qs + BQ * LD, *Ks = dOs + BQ * LD, *Vs = Ks + BK * LD;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+    const cml__attn_params p = cml__attn_bind(pg, blockIdx.x / pg.H_q);
     const cml__attn_slices sl = cml__attn_slices_of_bh(p, blockIdx.x);
     const int n_tiles = (p.S_q + BQ - 1) / BQ;
     for (int t_ = blockIdx.y; t_ < n_tiles; t_ += gridDim.y) {
@@ -258,7 +260,7 @@ static __device__ __forceinline__ void bwd_store_b16(uint16_t *tile, const float
 }
 
 template <int DT, int DP, int BQ>
-static __global__ void __launch_bounds__(NT2) attn_bwd_dkv_mma2_kernel(const __grid_constant__ cml__attn_params p) {
+static __global__ void __launch_bounds__(NT2) attn_bwd_dkv_mma2_kernel(const __grid_constant__ cml__attn_params pg) {
     constexpr int BK = 64, LD = bwd_mma2_cfg<DP, BK, BQ>::LD, LDP = bwd_mma2_cfg<DP, BK, BQ>::LDP;
     constexpr int NQT = BQ / 16, NDT = DP / 16; /* n-tiles of a warp's scores, of its dK and dV halves */
     extern __shared__ uint4 smem_u4[];
@@ -267,7 +269,8 @@ static __global__ void __launch_bounds__(NT2) attn_bwd_dkv_mma2_kernel(const __g
     float *Ls = (float *)(dSs + BK * LDP), *Dis = Ls + BQ;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
     const int r0 = (warp % 4) * 16, q0 = (warp / 4) * (BQ / 2), d0 = (warp / 4) * (DP / 2);
-    const int bh = blockIdx.x, b = bh / p.H_kv, hk = bh % p.H_kv;
+    const int bh = blockIdx.x, b = bh / pg.H_kv, hk = bh % pg.H_kv;
+    const cml__attn_params p = cml__attn_bind(pg, b);
     const cml__attn_slices kv = cml__attn_slices_of(p, b, hk * p.group, hk); /* K, V of this kv head */
     const int n_tiles = (p.S_kv + BK - 1) / BK;
     for (int t_ = blockIdx.y; t_ < n_tiles; t_ += gridDim.y) {
@@ -311,7 +314,7 @@ static __global__ void __launch_bounds__(NT2) attn_bwd_dkv_mma2_kernel(const __g
 }
 
 template <int DT, int DP, int BK>
-static __global__ void __launch_bounds__(NT2) attn_bwd_dq_mma2_kernel(const __grid_constant__ cml__attn_params p) {
+static __global__ void __launch_bounds__(NT2) attn_bwd_dq_mma2_kernel(const __grid_constant__ cml__attn_params pg) {
     constexpr int BQ = 64, LD = bwd_mma2_cfg<DP, BQ, BK>::LD, LDP = bwd_mma2_cfg<DP, BQ, BK>::LDP;
     constexpr int NKT = BK / 16, NDT = DP / 16; /* n-tiles of a warp's scores and of its dQ half */
     extern __shared__ uint4 smem_u4[];
@@ -319,6 +322,7 @@ static __global__ void __launch_bounds__(NT2) attn_bwd_dq_mma2_kernel(const __gr
     uint16_t *dSs = Vs + BK * LD;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
     const int r0 = (warp % 4) * 16, kc = (warp / 4) * (BK / 2), d0 = (warp / 4) * (DP / 2);
+    const cml__attn_params p = cml__attn_bind(pg, blockIdx.x / pg.H_q);
     const cml__attn_slices sl = cml__attn_slices_of_bh(p, blockIdx.x);
     const int n_tiles = (p.S_q + BQ - 1) / BQ;
     for (int t_ = blockIdx.y; t_ < n_tiles; t_ += gridDim.y) {

@@ -82,7 +82,7 @@ static __device__ __forceinline__ void dot_tiles2(float (&s1)[TM][TN], float (&s
 /* ---- dK, dV ---------------------------------------------------------------------------- */
 
 template <int DT, int DP, int BK, int BQ>
-static __global__ void __launch_bounds__(NT, DP >= 64 ? 1 : 2) attn_bwd_dkv_simt_kernel(const __grid_constant__ cml__attn_params p) {
+static __global__ void __launch_bounds__(NT, DP >= 64 ? 1 : 2) attn_bwd_dkv_simt_kernel(const __grid_constant__ cml__attn_params pg) {
     typedef bwd_simt_cfg<DP, BK, BQ> C;
     constexpr int TM = C::TM, TN = C::TN, LD = C::LD, LDP = C::LDP, CW = C::CW, NC = C::NC;
     typedef typename cml__elem<DT>::type T;
@@ -90,7 +90,8 @@ static __global__ void __launch_bounds__(NT, DP >= 64 ? 1 : 2) attn_bwd_dkv_simt
     float *Ks = (float *)smem_f4, *Vs = Ks + BK * LD, *Qs = Vs + BK * LD, *dOs = Qs + BQ * LD;
     float *Pt = dOs + BQ * LD, *dSt = Pt + BK * LDP, *Ls = dSt + BK * LDP, *Dis = Ls + BQ;
     const int tid = threadIdx.x, cg = tid % 16, rg = tid / 16;
-    const int bh = blockIdx.x, b = bh / p.H_kv, hk = bh % p.H_kv;
+    const int bh = blockIdx.x, b = bh / pg.H_kv, hk = bh % pg.H_kv;
+    const cml__attn_params p = cml__attn_bind(pg, b);
     const cml__attn_slices kv = cml__attn_slices_of(p, b, hk * p.group, hk); /* K, V of this kv head */
     const int n_tiles = (p.S_kv + BK - 1) / BK;
     for (int t_ = blockIdx.y; t_ < n_tiles; t_ += gridDim.y) {
@@ -174,13 +175,14 @@ static __global__ void __launch_bounds__(NT, DP >= 64 ? 1 : 2) attn_bwd_dkv_simt
 /* ---- dQ ---------------------------------------------------------------------------------- */
 
 template <int DT, int DP, int BQ, int BK>
-static __global__ void __launch_bounds__(NT, DP >= 64 ? 1 : 2) attn_bwd_dq_simt_kernel(const __grid_constant__ cml__attn_params p) {
+static __global__ void __launch_bounds__(NT, DP >= 64 ? 1 : 2) attn_bwd_dq_simt_kernel(const __grid_constant__ cml__attn_params pg) {
     typedef bwd_simt_cfg<DP, BQ, BK> C;
     constexpr int TM = C::TM, TN = C::TN, LD = C::LD, LDP = C::LDP, CW = C::CW, NC = C::NC;
     typedef typename cml__elem<DT>::type T;
     extern __shared__ float4 smem_f4[];
     float *Qs = (float *)smem_f4, *dOs = Qs + BQ * LD, *Ks = dOs + BQ * LD, *Vs = Ks + BK * LD, *dSs = Vs + BK * LD;
     const int tid = threadIdx.x, cg = tid % 16, rg = tid / 16;
+    const cml__attn_params p = cml__attn_bind(pg, blockIdx.x / pg.H_q);
     const cml__attn_slices sl = cml__attn_slices_of_bh(p, blockIdx.x);
     const int n_tiles = (p.S_q + BQ - 1) / BQ;
     for (int t_ = blockIdx.y; t_ < n_tiles; t_ += gridDim.y) {

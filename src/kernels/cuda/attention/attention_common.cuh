@@ -7,7 +7,14 @@
  * Tiles are stored in shared memory as rows of DP (the head dim rounded up to
  * the kernel's compile-time size) plus padding; elements past D, and rows past
  * the sequence end, are zeros, so they add nothing to any dot product and
- * 0 * V stays 0 (never 0 * NaN from uninitialized memory). */
+ * 0 * V stays 0 (never 0 * NaN from uninitialized memory).
+ *
+ * Variable-length batches (cml_attention_desc's cu_seqlens_q/kv): a block serves one
+ * sequence b, so it binds the parameters to it first (cml__attn_bind): S_q and S_kv
+ * become that sequence's lengths and q0, kv0 its first packed rows, which the slices
+ * add; everything after works as for one sequence of a fixed-length batch. The grids
+ * stay sized by the bounds S_q, S_kv: tiles past a sequence's end find no work. lse
+ * and Di keep their (B, H_q, S_q) rows (lse_ld = the bound S_q). */
 #ifndef CML_KERNELS_CUDA_ATTENTION_ATTENTION_COMMON_CUH
 #define CML_KERNELS_CUDA_ATTENTION_ATTENTION_COMMON_CUH
 
@@ -36,7 +43,39 @@ typedef struct cml__attn_params {
     int vec;            /* every tile row may be moved as 8-element (16-byte for 16-bit types) vectors */
     float scale;        /* multiplies Q K^T */
     float scale_log2;   /* scale * log2(e): scores go through exp2 */
+    int lse_ld;         /* rows of lse and Di per (b, h): the descriptor's S_q */
+    const int32_t *cu_q, *cu_kv;  /* varlen: B + 1 offsets each (device memory), else NULL */
+    long long total_q, total_kv;  /* varlen: rows of the packed buffers, which bound every access */
+    long long q0, kv0;            /* after cml__attn_bind: the sequence's first packed rows (0 if not varlen) */
 } cml__attn_params;
+
+/* Whether a descriptor is a variable-length batch (host; the sm90 paths decline those). */
+static inline bool cml__attn_desc_varlen(const cml_attention_desc *d) {
+    return d->cu_seqlens_q != NULL || d->cu_seqlens_kv != NULL;
+}
+
+/* Sequence b's rows [first, first + n) of a packed buffer of `total` rows, n returned. The
+ * offsets are data nobody checked on the host, so they are clamped: whatever they hold,
+ * 0 <= first <= first + n <= total and n <= max_len. */
+static __device__ __forceinline__ int cml__attn_seq_rows(const int32_t *cu, int b, long long total, int max_len,
+                                                         long long &first) {
+    long long s = cu[b], e = cu[b + 1];
+    s = s < 0 ? 0 : s > total ? total : s;
+    e = e < s ? s : e > total ? total : e;
+    first = s;
+    return e - s < max_len ? (int)(e - s) : max_len;
+}
+
+/* The parameters for a block that serves batch entry b: for a variable-length batch, S_q and
+ * S_kv become sequence b's lengths and q0, kv0 its first rows; otherwise unchanged. */
+static __device__ __forceinline__ cml__attn_params cml__attn_bind(const cml__attn_params &g, int b) {
+    cml__attn_params p = g;
+    if (g.cu_q) {
+        p.S_q = cml__attn_seq_rows(g.cu_q, b, g.total_q, g.S_q, p.q0);
+        p.S_kv = cml__attn_seq_rows(g.cu_kv, b, g.total_kv, g.S_kv, p.kv0);
+    }
+    return p;
+}
 
 /* Keys a query row i sees: [0, visible_end). Causal alignment is bottom right. */
 static __device__ __forceinline__ int cml__attn_visible_end(const cml__attn_params &p, long long i) {
@@ -64,8 +103,8 @@ static __device__ __forceinline__ int cml__attn_tile_kv_end(const cml__attn_para
     return cml__attn_visible_end(p, last);
 }
 
-/* Element offsets of the (b, h) slices of Q and O / dO, of the (b, hk) slices of K and V,
- * and of the (b, h) rows of lse and Di. */
+/* Element offsets of the (b, h) slices of Q and O / dO, of the (b, hk) slices of K and V
+ * (from the bound sequence's first rows, for varlen), and of the (b, h) rows of lse and Di. */
 typedef struct cml__attn_slices {
     long long q, o, k, v, row;
 } cml__attn_slices;
@@ -73,13 +112,13 @@ typedef struct cml__attn_slices {
 static __device__ __forceinline__ cml__attn_slices cml__attn_slices_of(const cml__attn_params &p, int b, int h,
                                                                       int hk) {
     cml__attn_slices s;
-    s.q = b * p.qs[0] + h * p.qs[2], s.o = b * p.os[0] + h * p.os[2];
-    s.k = b * p.ks[0] + hk * p.ks[2], s.v = b * p.vs[0] + hk * p.vs[2];
-    s.row = ((long long)b * p.H_q + h) * p.S_q;
+    s.q = b * p.qs[0] + p.q0 * p.qs[1] + h * p.qs[2], s.o = b * p.os[0] + p.q0 * p.os[1] + h * p.os[2];
+    s.k = b * p.ks[0] + p.kv0 * p.ks[1] + hk * p.ks[2], s.v = b * p.vs[0] + p.kv0 * p.vs[1] + hk * p.vs[2];
+    s.row = ((long long)b * p.H_q + h) * p.lse_ld;
     return s;
 }
 
-/* The slices of a block that owns query head bh = b H_q + h (its kv head: h / group). */
+/* The slices of a block that owns query head bh = b H_q + h (its kv head: h / group); p bound to b. */
 static __device__ __forceinline__ cml__attn_slices cml__attn_slices_of_bh(const cml__attn_params &p, int bh) {
     const int b = bh / p.H_q, h = bh % p.H_q;
     return cml__attn_slices_of(p, b, h, h / p.group);

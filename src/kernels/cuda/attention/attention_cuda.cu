@@ -3,9 +3,9 @@
  *
  * Paths (each handles the whole problem, bitwise deterministic, never an
  * S_q x S_kv matrix in memory):
- *   - sm90 (attention_fwd_sm90.cu, forward only): wgmma + TMA, FlashAttention-3 style, on
- *     sm_90 for f16/bf16, D = 64, 128, 256 and TMA-compatible strides and pointers
- *     (attention_sm90.h); everything else goes on down this list;
+ *   - sm90 (attention_fwd_sm90.cu, attention_bwd_sm90.cu): wgmma + TMA, FlashAttention-3
+ *     style, on sm_90 for f16/bf16, D = 64, 128, 256 (backward: 64, 128) and TMA-compatible
+ *     strides and pointers (attention_sm90.h); everything else goes on down this list;
  *   - mma (attention_fwd_mma.cu, attention_bwd_mma.cu): FlashAttention-2 tiling
  *     on mma.sync m16n8k16 tensor cores, for f16/bf16 on sm_80 and later,
  *     D <= 256 (the backward at D > 128 where the device has the shared memory it takes);
@@ -60,6 +60,9 @@ extern "C" cml_status cml__attn_params_init(const char *fn, const cml_ctx *ctx, 
     p->causal = d->causal ? 1 : 0;
     p->scale = d->scale;
     p->scale_log2 = d->scale * CML_ATTN_LOG2E;
+    p->lse_ld = (int)d->S_q;
+    p->cu_q = d->cu_seqlens_q, p->cu_kv = d->cu_seqlens_kv; /* both or neither (checked by the caller) */
+    p->total_q = d->total_q, p->total_kv = d->total_kv;
     p->vec = d->D % 8 == 0 && strides_by8(d->q_stride) && strides_by8(d->k_stride) && strides_by8(d->v_stride) &&
              strides_by8(d->o_stride);
     (void)ctx; /* the arch does not change the parameters */
@@ -82,7 +85,9 @@ static __global__ void attn_bwd_prep_kernel(const __grid_constant__ cml__attn_pa
     for (long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32; row < rows;
          row += (long long)gridDim.x * blockDim.x / 32) {
         const long long i = row % p.S_q, bh = row / p.S_q, b = bh / p.H_q, h = bh % p.H_q;
-        const long long off = b * p.os[0] + i * p.os[1] + h * p.os[2];
+        long long q0 = 0; /* varlen: rows past the sequence's end have no Di (nothing reads it) */
+        if (p.cu_q && i >= cml__attn_seq_rows(p.cu_q, (int)b, p.total_q, p.S_q, q0)) continue;
+        const long long off = b * p.os[0] + (q0 + i) * p.os[1] + h * p.os[2];
         float acc = 0.0f;
         for (int d = lane; d < p.D; d += 32)
             acc = fmaf(cml__to_f32<DT>(((const T *)p.dO)[off + d]), cml__to_f32<DT>(((const T *)p.O)[off + d]), acc);
@@ -142,9 +147,20 @@ extern "C" cml_status cml__attention_fwd_cuda(cml_ctx *ctx, const cml_attention_
     return cml__attention_fwd_simt(ctx, desc, O, lse, Q, K, V);
 }
 
+extern "C" const char *cml__attention_bwd_cuda_path_name(const cml_ctx *ctx, const cml_attention_desc *desc,
+                                                         const void *dQ, const void *dK, const void *dV,
+                                                         const void *dO, const void *Q, const void *K, const void *V,
+                                                         const void *O) {
+    if (cml__attention_bwd_sm90_takes(ctx, desc, dQ, dK, dV, dO, Q, K, V, O)) return "sm90";
+    return cml__attention_mma_takes(ctx, desc, true) ? "mma" : "simt";
+}
+
 extern "C" cml_status cml__attention_bwd_cuda(cml_ctx *ctx, const cml_attention_desc *desc, void *dQ, void *dK,
                                               void *dV, const void *dO, const void *Q, const void *K, const void *V,
                                               const void *O, const float *lse) {
+    bool taken = false;
+    cml_status st = cml__attention_bwd_sm90(ctx, desc, dQ, dK, dV, dO, Q, K, V, O, lse, &taken);
+    if (taken || st != CML_OK) return st;
     if (cml__attention_mma_takes(ctx, desc, true))
         return cml__attention_bwd_mma(ctx, desc, dQ, dK, dV, dO, Q, K, V, O, lse);
     return cml__attention_bwd_simt(ctx, desc, dQ, dK, dV, dO, Q, K, V, O, lse);

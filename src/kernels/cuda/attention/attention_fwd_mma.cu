@@ -25,13 +25,14 @@ template <int DP, int BK> struct fwd_mma_cfg {
 };
 
 template <int DT, int DP, int BK>
-static __global__ void __launch_bounds__(NT) attn_fwd_mma_kernel(const __grid_constant__ cml__attn_params p) {
+static __global__ void __launch_bounds__(NT) attn_fwd_mma_kernel(const __grid_constant__ cml__attn_params pg) {
     constexpr int LD = fwd_mma_cfg<DP, BK>::LD;
     constexpr int NKT = BK / 8, NDT = DP / 8; /* n-tiles of S and of O */
     typedef typename cml__elem<DT>::type T;
     extern __shared__ uint4 smem_u4[];
     uint16_t *Qs = (uint16_t *)smem_u4, *Ks = Qs + BQ * LD, *Vs = Ks + BK * LD;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+    const cml__attn_params p = cml__attn_bind(pg, blockIdx.x / pg.H_q);
     const cml__attn_slices sl = cml__attn_slices_of_bh(p, blockIdx.x);
     const int n_tiles = (p.S_q + BQ - 1) / BQ;
     for (int t_ = blockIdx.y; t_ < n_tiles; t_ += gridDim.y) {

@@ -28,21 +28,21 @@ template <int DP, int BQ, int BK> struct fwd_simt_cfg {
 };
 
 template <int DT, int DP, int BQ, int BK>
-static __global__ void __launch_bounds__(NT, DP >= 128 ? 1 : 2) attn_fwd_simt_kernel(const __grid_constant__ cml__attn_params p) {
+static __global__ void __launch_bounds__(NT, DP >= 128 ? 1 : 2) attn_fwd_simt_kernel(const __grid_constant__ cml__attn_params pg) {
     typedef fwd_simt_cfg<DP, BQ, BK> C;
     constexpr int TM = C::TM, TN = C::TN, LD = C::LD, LDP = C::LDP, CW = C::CW, NC = C::NC;
     typedef typename cml__elem<DT>::type T;
     extern __shared__ float4 smem_f4[];
     float *Qs = (float *)smem_f4, *Ks = Qs + BQ * LD, *Vs = Ks + BK * LD, *Ps = Vs + BK * LD;
     const int tid = threadIdx.x, cg = tid % 16, rg = tid / 16;
-    const int bh = blockIdx.x, b = bh / p.H_q, h = bh % p.H_q, hk = h / p.group;
-    const long long qbase = b * p.qs[0] + h * p.qs[2], kbase = b * p.ks[0] + hk * p.ks[2];
-    const long long vbase = b * p.vs[0] + hk * p.vs[2], obase = b * p.os[0] + h * p.os[2];
+    const int bh = blockIdx.x, b = bh / pg.H_q, h = bh % pg.H_q, hk = h / pg.group;
+    const cml__attn_params p = cml__attn_bind(pg, b);
+    const cml__attn_slices sl = cml__attn_slices_of(p, b, h, hk);
     const int n_tiles = (p.S_q + BQ - 1) / BQ;
     for (int t_ = blockIdx.y; t_ < n_tiles; t_ += gridDim.y) {
         const int i0 = (n_tiles - 1 - t_) * BQ; /* longest causal tiles first */
         __syncthreads(); /* the previous tile's reads of Qs are done */
-        cml__attn_load_f32<DT, DP, BQ, NT>(Qs, p.Q, qbase, p.qs[1], i0, p.S_q - i0, p.D, p.vec);
+        cml__attn_load_f32<DT, DP, BQ, NT>(Qs, p.Q, sl.q, p.qs[1], i0, p.S_q - i0, p.D, p.vec);
         float o[TM][NC * CW], m[TM], l[TM];
         int vend[TM];
 #pragma unroll
@@ -57,8 +57,8 @@ static __global__ void __launch_bounds__(NT, DP >= 128 ? 1 : 2) attn_fwd_simt_ke
         const int kv_end = cml__attn_visible_end(p, last);
         for (int j0 = 0; j0 < kv_end; j0 += BK) {
             __syncthreads(); /* Ks, Vs, Ps free; Qs written */
-            cml__attn_load_f32<DT, DP, BK, NT>(Ks, p.K, kbase, p.ks[1], j0, p.S_kv - j0, p.D, p.vec);
-            cml__attn_load_f32<DT, DP, BK, NT>(Vs, p.V, vbase, p.vs[1], j0, p.S_kv - j0, p.D, p.vec);
+            cml__attn_load_f32<DT, DP, BK, NT>(Ks, p.K, sl.k, p.ks[1], j0, p.S_kv - j0, p.D, p.vec);
+            cml__attn_load_f32<DT, DP, BK, NT>(Vs, p.V, sl.v, p.vs[1], j0, p.S_kv - j0, p.D, p.vec);
             __syncthreads();
             float s[TM][TN];
 #pragma unroll
@@ -146,7 +146,7 @@ static __global__ void __launch_bounds__(NT, DP >= 128 ? 1 : 2) attn_fwd_simt_ke
             const int qi = i0 + rg * TM + i;
             if (qi >= p.S_q) continue;
             const float li = l[i];
-            T *orow = (T *)p.O + obase + (long long)qi * p.os[1];
+            T *orow = (T *)p.O + sl.o + (long long)qi * p.os[1];
 #pragma unroll
             for (int c = 0; c < NC; c++)
 #pragma unroll
@@ -155,7 +155,7 @@ static __global__ void __launch_bounds__(NT, DP >= 128 ? 1 : 2) attn_fwd_simt_ke
                     if (col < p.D) orow[col] = cml__from_f32<DT>(li > 0.0f ? o[i][c * CW + e] / li : 0.0f);
                 }
             if (cg == 0 && p.lse_out)
-                p.lse_out[((long long)b * p.H_q + h) * p.S_q + qi] =
+                p.lse_out[sl.row + qi] =
                     li > 0.0f ? (m[i] + log2f(li)) * CML_ATTN_LN2 : CML_ATTN_NEG_INF;
         }
     }

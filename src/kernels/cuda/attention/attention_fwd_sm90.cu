@@ -13,23 +13,19 @@
 #include "kernels/cuda/attention/attention_fwd_sm90.cuh"
 #include "kernels/cuda/attention/attention_sm90.h"
 
-/* A map over one of Q, K, V, O: boxes of 64 elements of D x 1 head x rows positions x 1 batch,
- * 128-byte swizzle; positions past S read as zeros and are not written. */
-static cml_status att90_map(CUtensorMap *map, const void *base, int dtype, int64_t B, int64_t S, int64_t H, int64_t D,
-                            const int64_t st[3], int rows) {
+extern "C" cml_status cml__att90_map(CUtensorMap *map, const void *base, int dtype, int64_t B, int64_t S, int64_t H,
+                                     int64_t D, const int64_t st[3], int rows, const char *fn) {
     const uint64_t dims[4] = {(uint64_t)D, (uint64_t)H, (uint64_t)S, (uint64_t)B};
     /* a dimension of size 1 is never stepped: any valid stride does */
     const uint64_t strides[3] = {(uint64_t)(H > 1 ? st[2] : 8) * 2, (uint64_t)(S > 1 ? st[1] : 8) * 2,
                                  (uint64_t)(B > 1 ? st[0] : 8) * 2};
     const uint32_t box[4] = {64, 1, (uint32_t)rows, 1};
     return cml__tma_map(map, base, dtype == CML_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                        4, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, "cml_attention_fwd");
+                        4, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, fn);
 }
 
-/* TMA's rules for one tensor: strides (in elements) positive multiples of 8 (16 bytes) below 2^39
- * elements wherever the dimension has more than one entry, the base 16-byte aligned. */
-static bool att90_tensor_ok(const void *ptr, const int64_t st[3], int64_t B, int64_t S, int64_t H) {
-    if (((uintptr_t)ptr & 15u) != 0) return false;
+extern "C" bool cml__att90_tensor_ok(const void *ptr, const int64_t st[3], int64_t B, int64_t S, int64_t H) {
+    if (!ptr || ((uintptr_t)ptr & 15u) != 0) return false;
     const int64_t n[3] = {B, S, H};
     for (int i = 0; i < 3; i++)
         if (n[i] > 1 && (st[i] <= 0 || st[i] % 8 != 0 || st[i] >= ((int64_t)1 << 39))) return false;
@@ -41,14 +37,17 @@ extern "C" bool cml__attention_fwd_sm90_takes(const cml_ctx *ctx, const cml_atte
     if (d->dtype != CML_BF16 && d->dtype != CML_F16) return false;
     if (d->D != 64 && d->D != 128 && d->D != 256) return false;
     if (d->B < 1 || d->S_q < 1 || d->S_kv < 1 || d->H_q < 1 || d->H_kv < 1 || d->H_q % d->H_kv != 0) return false;
+    /* variable-length batches go to the mma path: here the 4-D maps address (b, s) and the
+     * TMA-store epilogue writes whole 64-row boxes, which would clobber the next packed sequence */
+    if (cml__attn_desc_varlen(d)) return false;
     if (!(d->scale > 0.0f) || !isfinite(d->scale)) return false; /* the row maximum is taken on raw scores */
     /* sizes in int, and the grid's (query tile, head) count too */
     const int64_t q_tiles = (d->S_q + CML_ATT90_BM - 1) / CML_ATT90_BM;
     if (d->S_q > INT_MAX - 1024 || d->S_kv > INT_MAX - 1024 || d->B * d->H_q > INT_MAX / q_tiles) return false;
-    if (!att90_tensor_ok(Q, d->q_stride, d->B, d->S_q, d->H_q) ||
-        !att90_tensor_ok(O, d->o_stride, d->B, d->S_q, d->H_q) ||
-        !att90_tensor_ok(K, d->k_stride, d->B, d->S_kv, d->H_kv) ||
-        !att90_tensor_ok(V, d->v_stride, d->B, d->S_kv, d->H_kv))
+    if (!cml__att90_tensor_ok(Q, d->q_stride, d->B, d->S_q, d->H_q) ||
+        !cml__att90_tensor_ok(O, d->o_stride, d->B, d->S_q, d->H_q) ||
+        !cml__att90_tensor_ok(K, d->k_stride, d->B, d->S_kv, d->H_kv) ||
+        !cml__att90_tensor_ok(V, d->v_stride, d->B, d->S_kv, d->H_kv))
         return false;
     return cml__cuda_arch(ctx->device.index) == 90;
 }
@@ -117,10 +116,10 @@ extern "C" cml_status cml__attention_fwd_sm90(cml_ctx *ctx, const cml_attention_
     const int BN = D == 64 ? (int)att90_cfg<64>::BN : D == 128 ? (int)att90_cfg<128>::BN : (int)att90_cfg<256>::BN;
     CUtensorMap maps[4];
     *taken = true; /* takes() checked TMA's rules: a refused map is an error, not a reason to fall back */
-    CML_TRY(att90_map(&maps[0], Q, d->dtype, d->B, d->S_q, d->H_q, D, d->q_stride, CML_ATT90_BM));
-    CML_TRY(att90_map(&maps[1], K, d->dtype, d->B, d->S_kv, d->H_kv, D, d->k_stride, BN));
-    CML_TRY(att90_map(&maps[2], V, d->dtype, d->B, d->S_kv, d->H_kv, D, d->v_stride, BN));
-    CML_TRY(att90_map(&maps[3], O, d->dtype, d->B, d->S_q, d->H_q, D, d->o_stride, 64));
+    CML_TRY(cml__att90_map(&maps[0], Q, d->dtype, d->B, d->S_q, d->H_q, D, d->q_stride, CML_ATT90_BM, att90_fn));
+    CML_TRY(cml__att90_map(&maps[1], K, d->dtype, d->B, d->S_kv, d->H_kv, D, d->k_stride, BN, att90_fn));
+    CML_TRY(cml__att90_map(&maps[2], V, d->dtype, d->B, d->S_kv, d->H_kv, D, d->v_stride, BN, att90_fn));
+    CML_TRY(cml__att90_map(&maps[3], O, d->dtype, d->B, d->S_q, d->H_q, D, d->o_stride, 64, att90_fn));
     CML_TRY(cml__cuda_activate(ctx));
     cml__att90_params p;
     memset(&p, 0, sizeof p);

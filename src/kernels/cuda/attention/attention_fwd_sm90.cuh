@@ -47,6 +47,16 @@ typedef struct cml__att90_params {
     int *tile_counter; /* persistent kernel: zero before the launch; tiles past gridDim.x are taken from it */
 } cml__att90_params;
 
+/* Host side, shared by the forward and backward launchers (attention_fwd_sm90.cu): the 4-D map
+ * (D, H, S, B) over one of Q, K, V, O, dO (boxes of 64 elements of D x 1 head x rows positions x
+ * 1 batch, 128-byte swizzle; positions past S read as zeros and are not written), and TMA's rules
+ * for one such tensor (strides in elements positive multiples of 8 below 2^39 wherever the
+ * dimension has more than one entry; the base 16-byte aligned and not NULL). fn names the caller
+ * in errors. */
+extern "C" cml_status cml__att90_map(CUtensorMap *map, const void *base, int dtype, int64_t B, int64_t S, int64_t H,
+                                     int64_t D, const int64_t st[3], int rows, const char *fn);
+extern "C" bool cml__att90_tensor_ok(const void *ptr, const int64_t st[3], int64_t B, int64_t S, int64_t H);
+
 /* Dynamic shared memory: 1024 bytes of alignment slack, the Q tile, K and V stages (each D/64
  * column blocks of rows x 128 bytes), the barriers. */
 template <int D, int BN, int STAGES>

@@ -25,6 +25,27 @@ cml_status cml__attention_fwd_sm90(cml_ctx *ctx, const cml_attention_desc *desc,
 /* Launches of the sm90 forward so far in this process (tests: which path ran). */
 long long cml__attention_fwd_sm90_runs(void);
 
+/* Whether the wgmma/TMA backward (attention_bwd_sm90.cu) takes a problem: an sm_90 device,
+ * f16/bf16, D = 64 or 128, fixed lengths, finite scale, the forward's TMA rules for Q, K, V, O,
+ * dO and also for dQ, dK, dV (laid out like Q, K, V). D = 256 and the rest stay on mma / SIMT. */
+bool cml__attention_bwd_sm90_takes(const cml_ctx *ctx, const cml_attention_desc *desc, const void *dQ, const void *dK,
+                                   const void *dV, const void *dO, const void *Q, const void *K, const void *V,
+                                   const void *O);
+
+/* Runs the backward on the sm90 path (as cml__attention_fwd_sm90: *taken = false and CML_OK
+ * when it does not take the problem). Deterministic; uses the context's workspace. */
+cml_status cml__attention_bwd_sm90(cml_ctx *ctx, const cml_attention_desc *desc, void *dQ, void *dK, void *dV,
+                                   const void *dO, const void *Q, const void *K, const void *V, const void *O,
+                                   const float *lse, bool *taken);
+
+/* Launches of the sm90 backward so far in this process (tests: which path ran). */
+long long cml__attention_bwd_sm90_runs(void);
+
+/* "sm90", "mma" or "simt": the backward path cml_attention_bwd takes on CUDA (tests, benchmarks). */
+const char *cml__attention_bwd_cuda_path_name(const cml_ctx *ctx, const cml_attention_desc *desc, const void *dQ,
+                                              const void *dK, const void *dV, const void *dO, const void *Q,
+                                              const void *K, const void *V, const void *O);
+
 /* "sm90", "mma" or "simt": the forward path cml_attention_fwd takes on CUDA (tests, benchmarks). */
 const char *cml__attention_fwd_cuda_path_name(const cml_ctx *ctx, const cml_attention_desc *desc, const void *O,
                                               const void *Q, const void *K, const void *V);

@@ -147,6 +147,37 @@ static __device__ __forceinline__ void cml__tma_store_4d(const CUtensorMap *map,
                  : "memory");
 }
 
+/* ---- 1-D bulk copies (no tensor map): 16-byte aligned addresses, sizes multiples of 16 ---- */
+
+/* global -> shared, completing (bytes) on bar like a TMA load. */
+static __device__ __forceinline__ void cml__bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+            cml__smem_addr(dst)),
+        "l"((uint64_t)src), "r"(bytes), "r"(cml__smem_addr(bar))
+        : "memory");
+}
+
+/* shared -> global store, tracked by the issuing thread's bulk async-groups (cml__bulk_commit). */
+static __device__ __forceinline__ void cml__bulk_store(void *dst, const void *src, uint32_t bytes) {
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"((uint64_t)dst),
+                 "r"(cml__smem_addr(src)), "r"(bytes)
+                 : "memory");
+}
+
+/* dst[i] += src[i] for bytes / 4 floats (shared -> global, performed at L2 as reductions),
+ * tracked like cml__bulk_store. */
+static __device__ __forceinline__ void cml__bulk_reduce_add_f32(float *dst, const float *src, uint32_t bytes) {
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"((uint64_t)dst),
+                 "r"(cml__smem_addr(src)), "r"(bytes)
+                 : "memory");
+}
+
+/* Orders this thread's generic-proxy global accesses with its async-proxy (bulk copy) ones. */
+static __device__ __forceinline__ void cml__fence_proxy_async_global(void) {
+    asm volatile("fence.proxy.async.global;" ::: "memory");
+}
+
 /* Brings a __grid_constant__ tensor map into the descriptor cache ahead of its first use. */
 static __device__ __forceinline__ void cml__tma_prefetch_map(const CUtensorMap *map) {
     asm volatile("prefetch.tensormap [%0];" ::"l"((uint64_t)map) : "memory");

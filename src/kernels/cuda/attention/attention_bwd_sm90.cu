@@ -1,0 +1,133 @@
+/* The Hopper attention backward behind cml_attention_bwd (see attention_sm90.h): which problems
+ * it takes, the workspace, tensor maps, per-head-dim configuration and the three launches
+ * (prep, main, convert). The kernels and the argument for deterministic dQ and forward progress
+ * are in attention_bwd_sm90.cuh; dev/attention_sm90/README.md ("Backward") has the measurements. */
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/common/tma_map.h"
+
+#include "kernels/cuda/attention/attention_bwd_sm90.cuh"
+#include "kernels/cuda/attention/attention_common.cuh"
+#include "kernels/cuda/attention/attention_sm90.h"
+
+static const char att90b_fn[] = "cml_attention_bwd";
+
+/* Per head dim: query rows per step BM (BM * D = 8192: each consumer's dQ block is 64 x 64),
+ * Q/dO stages, dQ partial buffers (as many as fit in 227 KB of shared memory). */
+template <int D> struct att90b_cfg;
+template <> struct att90b_cfg<64> { enum { BM = 128, ST = 2, NDQ = 1 }; };
+template <> struct att90b_cfg<128> { enum { BM = 64, ST = 2, NDQ = 2 }; };
+
+static int att90b_bm(int64_t D) { return D == 64 ? (int)att90b_cfg<64>::BM : (int)att90b_cfg<128>::BM; }
+
+extern "C" bool cml__attention_bwd_sm90_takes(const cml_ctx *ctx, const cml_attention_desc *d, const void *dQ,
+                                              const void *dK, const void *dV, const void *dO, const void *Q,
+                                              const void *K, const void *V, const void *O) {
+    if (d->dtype != CML_BF16 && d->dtype != CML_F16) return false;
+    if (d->D != 64 && d->D != 128) return false; /* D = 256: dK and dV of 64 keys do not fit a consumer's registers */
+    if (d->B < 1 || d->S_q < 1 || d->S_kv < 1 || d->H_q < 1 || d->H_kv < 1 || d->H_q % d->H_kv != 0) return false;
+    if (cml__attn_desc_varlen(d)) return false; /* the maps address (b, s): fixed lengths only */
+    if (!isfinite(d->scale)) return false;
+    /* sizes in int: query-tile rows (semaphores), padded rows, tiles */
+    const int64_t BM = att90b_bm(d->D), n_qt = (d->S_q + BM - 1) / BM, n_kb = (d->S_kv + CML_ATT90B_BN - 1) / CML_ATT90B_BN;
+    if (d->S_q > INT_MAX - 1024 || d->S_kv > INT_MAX - 1024 || d->B * d->H_q > INT_MAX / (n_qt * BM) ||
+        d->B * d->H_kv > INT_MAX / n_kb)
+        return false;
+    if (!cml__att90_tensor_ok(Q, d->q_stride, d->B, d->S_q, d->H_q) || !cml__att90_tensor_ok(dQ, d->q_stride, d->B, d->S_q, d->H_q) ||
+        !cml__att90_tensor_ok(O, d->o_stride, d->B, d->S_q, d->H_q) || !cml__att90_tensor_ok(dO, d->o_stride, d->B, d->S_q, d->H_q) ||
+        !cml__att90_tensor_ok(K, d->k_stride, d->B, d->S_kv, d->H_kv) ||
+        !cml__att90_tensor_ok(dK, d->k_stride, d->B, d->S_kv, d->H_kv) ||
+        !cml__att90_tensor_ok(V, d->v_stride, d->B, d->S_kv, d->H_kv) ||
+        !cml__att90_tensor_ok(dV, d->v_stride, d->B, d->S_kv, d->H_kv))
+        return false;
+    return cml__cuda_arch(ctx->device.index) == 90;
+}
+
+static long long att90b_runs;
+
+extern "C" long long cml__attention_bwd_sm90_runs(void) { return __atomic_load_n(&att90b_runs, __ATOMIC_RELAXED); }
+
+static size_t round256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+template <int DT, int D>
+static cml_status att90b_launch(cml_ctx *ctx, const cml_attention_desc *d, void *dQ, const void *dO, const void *O,
+                                const float *lse, const CUtensorMap maps[4], cml__att90b_params p) {
+    typedef att90b_cfg<D> cfg;
+    typedef cml__att90b_smem<D, cfg::BM, cfg::ST, cfg::NDQ> sm;
+    static_assert(sm::total <= 232448, "shared memory above the 227 KB a block may have");
+    const int BM = cfg::BM;
+    const long long bh = d->B * d->H_q, rows_pad = bh * p.n_qt * BM, n_sem = bh * p.n_qt;
+    /* one request: lse2, Di, the dQ accumulator, the semaphores and the tile counter */
+    const size_t o_lse = 0, o_di = round256(rows_pad * 4), o_acc = o_di + round256(rows_pad * 4),
+                 o_sem = o_acc + round256((size_t)rows_pad * D * 4), total = o_sem + round256((n_sem + 1) * 4);
+    uint8_t *ws = NULL;
+    CML_TRY(cml_ctx_workspace(ctx, (void **)&ws, total));
+    p.lse2 = (const float *)(ws + o_lse);
+    p.di = (const float *)(ws + o_di);
+    p.dq_acc = (float *)(ws + o_acc);
+    p.dq_sem = (int *)(ws + o_sem);
+    p.tile_counter = p.dq_sem + n_sem;
+    cudaStream_t s = cml__stream(ctx);
+    const char *dtn = cml_dtype_name(DT == CML_ATT90_F16 ? CML_F16 : CML_BF16);
+
+    const unsigned pgrid = cml__grid_size(ctx, rows_pad * 8, 256);
+    cml__att90b_prep_kernel<DT, D><<<pgrid, 256, 0, s>>>(
+        (const uint16_t *)dO, (const uint16_t *)O, d->o_stride[0], d->o_stride[1], d->o_stride[2], lse, p.Hq, p.Sq,
+        p.n_qt * BM, rows_pad, (float *)p.lse2, (float *)p.di, p.dq_sem, (int)n_sem);
+    CML_TRY(cml__cuda_check_launch(att90b_fn, "cml__att90b_prep_kernel", dtn, rows_pad, pgrid, 256));
+
+    auto kern = cml__att90b_kernel<DT, D, cfg::BM, cfg::ST, cfg::NDQ>;
+    CML_CUDA_TRY(att90b_fn, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm::total));
+    const int sms = cml__cuda_sm_count(ctx->device.index);
+    const unsigned grid = (unsigned)(p.total_tiles < sms || sms <= 0 ? p.total_tiles : sms);
+    kern<<<grid, CML_ATT90B_THREADS, sm::total, s>>>(maps[0], maps[1], maps[2], maps[3], p);
+    CML_TRY(cml__cuda_check_launch(att90b_fn, "cml__att90b_kernel", dtn, p.total_tiles, grid, CML_ATT90B_THREADS));
+
+    const long long n4 = rows_pad * D / 4;
+    const unsigned cgrid = cml__grid_size(ctx, n4, 256);
+    cml__att90b_dq_kernel<DT, D, cfg::BM><<<cgrid, 256, 0, s>>>(
+        (const float4 *)p.dq_acc, (uint16_t *)dQ, d->q_stride[0], d->q_stride[1], d->q_stride[2], p.Hq, p.Sq, p.n_qt,
+        p.causal, p.Sk - p.Sq, p.scale, n4);
+    return cml__cuda_check_launch(att90b_fn, "cml__att90b_dq_kernel", dtn, n4, cgrid, 256);
+}
+
+extern "C" cml_status cml__attention_bwd_sm90(cml_ctx *ctx, const cml_attention_desc *d, void *dQ, void *dK, void *dV,
+                                              const void *dO, const void *Q, const void *K, const void *V,
+                                              const void *O, const float *lse, bool *taken) {
+    *taken = false;
+    if (!cml__attention_bwd_sm90_takes(ctx, d, dQ, dK, dV, dO, Q, K, V, O)) return CML_OK;
+    const int D = (int)d->D, BM = att90b_bm(D);
+    *taken = true; /* takes() checked TMA's rules: a refused map is an error, not a reason to fall back */
+    CUtensorMap maps[4];
+    CML_TRY(cml__att90_map(&maps[0], Q, d->dtype, d->B, d->S_q, d->H_q, D, d->q_stride, BM, att90b_fn));
+    CML_TRY(cml__att90_map(&maps[1], K, d->dtype, d->B, d->S_kv, d->H_kv, D, d->k_stride, CML_ATT90B_BN, att90b_fn));
+    CML_TRY(cml__att90_map(&maps[2], V, d->dtype, d->B, d->S_kv, d->H_kv, D, d->v_stride, CML_ATT90B_BN, att90b_fn));
+    CML_TRY(cml__att90_map(&maps[3], dO, d->dtype, d->B, d->S_q, d->H_q, D, d->o_stride, BM, att90b_fn));
+    CML_TRY(cml__cuda_activate(ctx));
+    cml__att90b_params p;
+    memset(&p, 0, sizeof p);
+    p.Hq = (int)d->H_q;
+    p.Hkv = (int)d->H_kv;
+    p.group = (int)(d->H_q / d->H_kv);
+    p.Sq = (int)d->S_q;
+    p.Sk = (int)d->S_kv;
+    p.causal = d->causal ? 1 : 0;
+    p.n_qt = (int)((d->S_q + BM - 1) / BM);
+    p.n_kb = (int)((d->S_kv + CML_ATT90B_BN - 1) / CML_ATT90B_BN);
+    p.total_tiles = (int)(d->B * d->H_kv * p.n_kb);
+    p.scale = d->scale;
+    p.scale_log2 = d->scale * CML_ATTN_LOG2E;
+    p.dK = dK;
+    p.dV = dV;
+    for (int i = 0; i < 3; i++) p.dk_s[i] = d->k_stride[i], p.dv_s[i] = d->v_stride[i];
+    cml_status st;
+    if (d->dtype == CML_F16)
+        st = D == 64 ? att90b_launch<CML_ATT90_F16, 64>(ctx, d, dQ, dO, O, lse, maps, p)
+                     : att90b_launch<CML_ATT90_F16, 128>(ctx, d, dQ, dO, O, lse, maps, p);
+    else
+        st = D == 64 ? att90b_launch<CML_ATT90_BF16, 64>(ctx, d, dQ, dO, O, lse, maps, p)
+                     : att90b_launch<CML_ATT90_BF16, 128>(ctx, d, dQ, dO, O, lse, maps, p);
+    if (st == CML_OK) __atomic_add_fetch(&att90b_runs, 1, __ATOMIC_RELAXED);
+    return st;
+}

@@ -1,0 +1,619 @@
+/* The Hopper (sm_90a) flash-attention backward (issue 6), FlashAttention-3 style: 16-bit
+ * Q, K, V, O, dO (bf16 or f16), head dim D = 64 or 128, any strides TMA accepts, causal
+ * (bottom-right) or not, GQA, any sequence lengths. Host side: attention_bwd_sm90.cu.
+ *
+ * Three launches on the stream:
+ *   prep:    per query row (padded to whole query tiles of BM rows): Di = rowsum(dO * O) and
+ *            lse2 = lse * log2(e) (+inf for rows that see no key and for padding rows, so that
+ *            P = exp2(s - lse2) = 0 there); zeroes the dQ semaphores and the tile counter;
+ *   main:    one work tile = (batch, kv head, key block of BN = 128 keys), persistent CTAs of
+ *            3 warpgroups:
+ *     producer warp (setmaxnreg 24): claims tiles from a counter, loads K and V once per tile
+ *       (TMA, 128-byte swizzle), then streams (Q, lse2) and (dO, Di) of query tiles of BM rows,
+ *       for every query head of the group and every query tile the causal mask lets see the
+ *       key block, through a ring of ST stages; each stage carries the step's description
+ *       (tile, head, query tile, first / last step of the tile);
+ *     consumers 0, 1 (setmaxnreg 240): 64 keys each, dK and dV (64 x D f32) in registers;
+ *       per step: S^T = K Q^T and dP^T = V dO^T (wgmma, both operands in shared memory),
+ *       P^T = exp2(S^T scale log2e - lse2), dS^T = P^T (dP^T - Di), dV += P^T dO and
+ *       dK += dS^T Q (P^T, dS^T from registers as A operands, dO and Q N-major), dS^T to
+ *       shared memory (16-bit, swizzled; two buffers by step parity, ds_full / ds_empty
+ *       mbarriers), then the dQ partial of the query tile, dQ_part = dS K (BM x D f32, each
+ *       consumer a 64 x 64 block: dS^T read M-major, K N-major), into a shared-memory buffer for
+ *       the dQ writer. The dQ product of step k is issued in step k + 1 (with that step's dV, dK),
+ *       so each consumer finds the other's half of dS^T long written: the two need not run in
+ *       lockstep (a tile's last step does its own, before K is replaced). Ping-pong (named
+ *       barriers 1, 2): the consumers take turns issuing their S^T + dP^T and their dV + dK + dQ
+ *       products, so one's exp / dS work runs under the other's products;
+ *     dQ writers (one thread per dQ buffer): add each partial into a f32 accumulator in global
+ *       memory (one bulk reduce-add; the first key block stores instead) in a FIXED order of key
+ *       blocks.
+ *   convert: dQ = scale * accumulator, to 16-bit in Q's layout; zeros for query tiles that no
+ *            key block touches (causal rows that see no key).
+ *
+ * Deterministic dQ. The key blocks that touch a query tile are a prefix 0 .. N_m of the kv
+ * head's key blocks (non-causal: all; causal: key block n is seen by the queries
+ * i >= n BN - (S_kv - S_q), a suffix, so a tile seen by block n is seen by every block before
+ * it). They add in the FIXED order N_m, N_m - 1, ..., 0: block n's partial of query tile
+ * (b, h, m) is added when the semaphore sem[b, h, m] (how many have added) equals its rank
+ * N_m - n (rank 0 stores instead of adding); then the writer waits for the add to complete and
+ * increments the semaphore (release). The float additions of every dQ element run in one order:
+ * bitwise reproducible.
+ * Why that order: every key block walks its query tiles upwards from the first it sees, so under
+ * the causal mask block n + 1 (which sees fewer tiles) reaches tile m BN / BM steps before block
+ * n does; adding in descending n, nobody waits for long (in ascending order, block n would wait at
+ * its first tile until block 0 got there: every block of a head would take as long as block 0).
+ * Forward progress: work tiles are numbered head-major, key blocks descending
+ * (tile = (b H_kv + hk) n_kb + n_kb - 1 - n), and every tile, the first too, is claimed from an
+ * atomic counter, so each CTA holds tiles in increasing order and a claimed tile's CTA is
+ * running (CTAs that never got onto an SM hold nothing). Take the lowest unfinished tile
+ * T = (g, n): every lower tile is finished; T's CTA is working on T (its own earlier tiles are
+ * lower, hence finished; tiles it claimed later only wait behind T inside the CTA); T waits only
+ * on the semaphores of key blocks n + 1 .. N_m of its head, lower tiles, which have all added. So
+ * T finishes, and by induction every tile does, whatever the grid size and co-residency.
+ * Masking by position only (keys past S_kv, the causal diagonal) on the tiles that need it; no
+ * data-dependent branches: constant time per shape. */
+#ifndef CML_KERNELS_CUDA_ATTENTION_ATTENTION_BWD_SM90_CUH
+#define CML_KERNELS_CUDA_ATTENTION_ATTENTION_BWD_SM90_CUH
+
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "kernels/cuda/attention/attention_fwd_sm90.cuh"
+
+#define CML_ATT90B_BN 128 /* keys per work tile: two consumers of 64 */
+#define CML_ATT90B_THREADS 384
+#define CML_ATT90B_PRODUCER_REGS 24 /* producer warp group: the TMA thread and the dQ writers */
+#define CML_ATT90B_CONSUMER_REGS 240
+
+typedef struct cml__att90b_params {
+    int Hq, Hkv, group, Sq, Sk, causal;
+    int n_qt;        /* query tiles per (b, h): ceil(Sq / BM) */
+    int n_kb;        /* key blocks per (b, hk): ceil(Sk / BN) */
+    int total_tiles; /* B * Hkv * n_kb */
+    float scale_log2, scale;
+    const float *lse2; /* (B, Hq, n_qt BM) */
+    const float *di;   /* (B, Hq, n_qt BM) */
+    float *dq_acc;     /* (B, Hq, n_qt) tiles of BM x D floats in the consumers' fragment order */
+    int *dq_sem;       /* (B, Hq, n_qt): key blocks that have added their dQ partial */
+    int *tile_counter; /* zeroed by prep */
+    void *dK, *dV;     /* element (b, s, h, d) at b s[0] + s s[1] + h s[2] + d */
+    long long dk_s[3], dv_s[3];
+} cml__att90b_params;
+
+/* Dynamic shared memory: K, V (one tile), ST stages of Q and dO (+ lse2, Di), two dS^T buffers,
+ * NDQ dQ partial buffers, step descriptions, barriers; 1024 bytes of alignment slack. */
+template <int D, int BM, int ST, int NDQ>
+struct cml__att90b_smem {
+    enum {
+        kv_bytes = CML_ATT90B_BN * D * 2,
+        qd_bytes = BM * D * 2,
+        ds_bytes = CML_ATT90B_BN * BM * 2,
+        dq_bytes = BM * D * 4,
+        off_k = 0,
+        off_v = kv_bytes,
+        off_q = 2 * kv_bytes,
+        off_do = off_q + ST * qd_bytes,
+        off_ds = off_do + ST * qd_bytes,
+        off_dq = off_ds + 2 * ds_bytes,
+        off_lse = off_dq + NDQ * dq_bytes,
+        off_di = off_lse + ST * BM * 4,
+        off_meta = off_di + ST * BM * 4,
+        off_dqmeta = off_meta + ST * 16,
+        off_bar = off_dqmeta + NDQ * 16,
+        n_bars = 1 + 3 * ST + 2 * NDQ + 4,
+        total = 1024 + off_bar + 8 * n_bars
+    };
+};
+
+/* Step flags in a step description (int4 {tile, h, m, flags}). */
+enum { CML_ATT90B_FIRST = 1, CML_ATT90B_LAST = 2 };
+
+/* Work tile -> key block: numbered descending within a kv head (see the header). */
+static __device__ __forceinline__ int cml__att90b_key_block(const cml__att90b_params &p, int tile) {
+    return p.n_kb - 1 - tile % p.n_kb;
+}
+
+/* The rank of key block n among those that add to query tile m: the last key block that sees the
+ * tile adds first (rank 0), key block 0 last. Causal: query rows up to i_last see key blocks
+ * 0 .. (i_last + S_kv - S_q) / BN. */
+template <int BM>
+static __device__ __forceinline__ int cml__att90b_rank(const cml__att90b_params &p, int m, int n) {
+    int last = p.n_kb - 1;
+    if (p.causal) {
+        const int i_last = ((m + 1) * BM < p.Sq ? (m + 1) * BM : p.Sq) - 1;
+        const int seen = (i_last + p.Sk - p.Sq) / CML_ATT90B_BN; /* >= n >= 0: block n sees the tile */
+        last = seen < last ? seen : last;
+    }
+    return last - n;
+}
+
+/* The first query tile that sees keys from j0 on (causal: queries i >= j0 - (S_kv - S_q)). */
+template <int BM>
+static __device__ __forceinline__ int cml__att90b_first_qtile(const cml__att90b_params &p, int j0) {
+    if (!p.causal) return 0;
+    const int first = j0 - (p.Sk - p.Sq);
+    return first > 0 ? first / BM : 0;
+}
+
+/* The query tile's position in its consumer: rows [mrow0, +64) and columns [ncol0, +64) of the
+ * BM x D partial (BM * D = 8192: BM = 128 splits rows, BM = 64 splits the head dim). */
+template <int D, int BM>
+static __device__ __forceinline__ int cml__att90b_mrow0(int consumer) {
+    return BM == 128 ? 64 * consumer : 0;
+}
+template <int D, int BM>
+static __device__ __forceinline__ int cml__att90b_ncol0(int consumer) {
+    return BM == 128 ? 0 : consumer * (D / 2);
+}
+
+static __device__ __forceinline__ int cml__att90b_ld_acquire(const int *p) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+static __device__ __forceinline__ void cml__att90b_red_release(int *p, int v) {
+    asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+/* ---- prep: Di, lse2, semaphores ------------------------------------------------------------ */
+
+/* 8 threads per padded row (16-byte loads of dO and O, a fixed butterfly). rows_pad is a
+ * multiple of BM (>= 64) and the stride a multiple of 32 rows, so whole warps share each
+ * loop trip (the shuffles). */
+template <int DT, int D>
+static __global__ void cml__att90b_prep_kernel(const uint16_t *dO, const uint16_t *O, long long os0, long long os1,
+                                               long long os2, const float *lse, int Hq, int Sq, int rows_per_bh,
+                                               long long rows_pad, float *lse2, float *di, int *sem, int n_sem) {
+    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x, nthr = (long long)gridDim.x * blockDim.x;
+    const int sub = threadIdx.x % 8;
+    for (long long row = tid / 8; row < rows_pad; row += nthr / 8) {
+        const long long bh = row / rows_per_bh;
+        const int i = (int)(row % rows_per_bh), b = (int)(bh / Hq), h = (int)(bh % Hq);
+        float acc = 0.0f;
+        if (i < Sq) {
+            const long long off = b * os0 + i * os1 + h * os2;
+#pragma unroll
+            for (int c = sub * 8; c < D; c += 64) {
+                const uint4 x = *(const uint4 *)(dO + off + c), y = *(const uint4 *)(O + off + c);
+                const uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    float x0, x1, y0, y1;
+                    if (DT == CML_ATT90_F16) {
+                        const float2 xf = __half22float2(*(const __half2 *)&xs[k]);
+                        const float2 yf = __half22float2(*(const __half2 *)&ys[k]);
+                        x0 = xf.x, x1 = xf.y, y0 = yf.x, y1 = yf.y;
+                    } else {
+                        x0 = __uint_as_float(xs[k] << 16), x1 = __uint_as_float(xs[k] & 0xffff0000u);
+                        y0 = __uint_as_float(ys[k] << 16), y1 = __uint_as_float(ys[k] & 0xffff0000u);
+                    }
+                    acc = fmaf(x0, y0, acc);
+                    acc = fmaf(x1, y1, acc);
+                }
+            }
+        }
+        acc += __shfl_xor_sync(0xffffffffu, acc, 4);
+        acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+        acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+        if (sub == 0) {
+            const float inf = __int_as_float(0x7f800000);
+            const float l = i < Sq ? lse[bh * Sq + i] : -inf;
+            di[row] = i < Sq ? acc : 0.0f;
+            lse2[row] = l == -inf ? inf : l * 1.4426950408889634f;
+        }
+    }
+    for (long long k = tid; k <= n_sem; k += nthr) sem[k] = 0; /* n_sem semaphores, then the tile counter */
+}
+
+/* ---- convert: dQ = scale * accumulator ----------------------------------------------------- */
+
+/* One float4 of the fragment order per thread: registers 4q..4q+3 of consumer c's thread t
+ * (rows r, r + 8, columns col, col + 1 of its 64 x 64 block). */
+template <int DT, int D, int BM>
+static __global__ void cml__att90b_dq_kernel(const float4 *acc, uint16_t *dQ, long long qs0, long long qs1,
+                                             long long qs2, int Hq, int Sq, int n_qt, int causal, int off, float scale,
+                                             long long n4) {
+    const long long nthr = (long long)gridDim.x * blockDim.x;
+    for (long long f = (long long)blockIdx.x * blockDim.x + threadIdx.x; f < n4; f += nthr) {
+        const long long tile = f / (BM * D / 4);
+        const int u = (int)(f % (BM * D / 4));
+        const int m = (int)(tile % n_qt), bh = (int)(tile / n_qt), b = bh / Hq, h = bh % Hq;
+        const int i0 = m * BM;
+        const int i_last = (i0 + BM < Sq ? i0 + BM : Sq) - 1;
+        const bool touched = !causal || i_last + off >= 0; /* else no key block wrote the tile */
+        const int q = u / 256, c = (u / 128) % 2, t = u % 128, warp = t / 32, lane = t % 32;
+        const int row = cml__att90b_mrow0<D, BM>(c) + 16 * warp + lane / 4;
+        const int col = cml__att90b_ncol0<D, BM>(c) + 8 * q + 2 * (lane % 4);
+        const float4 v = touched ? acc[f] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        const long long base = b * qs0 + h * qs2 + col;
+        if (i0 + row < Sq)
+            *(uint32_t *)(dQ + base + (long long)(i0 + row) * qs1) = cml__att90_pack<DT>(v.x * scale, v.y * scale);
+        if (i0 + row + 8 < Sq)
+            *(uint32_t *)(dQ + base + (long long)(i0 + row + 8) * qs1) = cml__att90_pack<DT>(v.z * scale, v.w * scale);
+    }
+}
+
+/* ---- main kernel: the three roles ------------------------------------------------------------ */
+
+/* Producer (one thread): claims tiles, loads K, V per tile and (Q, lse2), (dO, Di) per step. */
+template <int D, int BM, int ST, int NDQ>
+static __device__ __forceinline__ void cml__att90b_produce(const CUtensorMap *map_q, const CUtensorMap *map_k,
+                                                           const CUtensorMap *map_v, const CUtensorMap *map_do,
+                                                           const cml__att90b_params &p, uint8_t *smem) {
+    typedef cml__att90b_smem<D, BM, ST, NDQ> sm;
+    const int BN = CML_ATT90B_BN;
+    uint64_t *bars = (uint64_t *)(smem + sm::off_bar);
+    uint64_t *kv_full = bars, *q_full = bars + 1, *do_full = q_full + ST, *qd_empty = do_full + ST;
+    int4 *meta = (int4 *)(smem + sm::off_meta);
+    float *lse_s = (float *)(smem + sm::off_lse), *di_s = (float *)(smem + sm::off_di);
+    cml__tma_prefetch_map(map_q);
+    cml__tma_prefetch_map(map_k);
+    cml__tma_prefetch_map(map_v);
+    cml__tma_prefetch_map(map_do);
+    int it = 0; /* steps so far: the stage ring's position */
+    for (;;) {
+        const int tile = atomicAdd(p.tile_counter, 1);
+        if (tile >= p.total_tiles) break;
+        const int n = cml__att90b_key_block(p, tile), g = tile / p.n_kb, b = g / p.Hkv, hk = g % p.Hkv;
+        const int j0 = n * BN, m_first = cml__att90b_first_qtile<BM>(p, j0);
+        /* the last tile's K, V are read once its last step is done (which includes its dQ products) */
+        if (it > 0) cml__mbar_wait(&qd_empty[(it - 1) % ST], ((it - 1) / ST) & 1);
+        cml__mbar_arrive_expect_tx(kv_full, 2 * sm::kv_bytes);
+        cml__att90_load<D>(smem + sm::off_k, map_k, kv_full, j0, hk, b, BN);
+        cml__att90_load<D>(smem + sm::off_v, map_v, kv_full, j0, hk, b, BN);
+        /* every query head of the group, query tiles from m_first up: at least one step (see the
+         * header); the first and last steps are flagged */
+        const int h_end = (hk + 1) * p.group;
+        int flags = CML_ATT90B_FIRST;
+        for (int h = hk * p.group; h < h_end; h++) {
+            for (int m = m_first; m < p.n_qt; m++, it++) {
+                const int s = it % ST;
+                if (it >= ST) cml__mbar_wait(&qd_empty[s], (it / ST - 1) & 1); /* step it - ST is done with it */
+                if (h == h_end - 1 && m == p.n_qt - 1) flags |= CML_ATT90B_LAST;
+                meta[s] = make_int4(tile, h, m, flags);
+                flags = 0;
+                const int row = ((b * p.Hq + h) * p.n_qt + m) * BM; /* < 2^31: checked on the host */
+                cml__mbar_arrive_expect_tx(&q_full[s], sm::qd_bytes + BM * 4); /* also publishes meta[s] */
+                cml__att90_load<D>(smem + sm::off_q + s * sm::qd_bytes, map_q, &q_full[s], m * BM, h, b, BM);
+                cml__bulk_load(lse_s + s * BM, p.lse2 + row, BM * 4, &q_full[s]);
+                cml__mbar_arrive_expect_tx(&do_full[s], sm::qd_bytes + BM * 4);
+                cml__att90_load<D>(smem + sm::off_do + s * sm::qd_bytes, map_do, &do_full[s], m * BM, h, b, BM);
+                cml__bulk_load(di_s + s * BM, p.di + row, BM * 4, &do_full[s]);
+            }
+        }
+    }
+    /* no more work: a step with tile -1 through a plain arrival */
+    const int s = it % ST;
+    if (it >= ST) cml__mbar_wait(&qd_empty[s], (it / ST - 1) & 1);
+    meta[s] = make_int4(-1, 0, 0, 0);
+    cml__mbar_arrive(&q_full[s]);
+}
+
+/* dQ writer qb (one thread per dQ buffer, so that the adds of consecutive partials overlap): adds
+ * the partials that pass through buffer qb into the accumulator, each in its key-block order. */
+template <int D, int BM, int ST, int NDQ>
+static __device__ __forceinline__ void cml__att90b_write_dq(const cml__att90b_params &p, uint8_t *smem, int qb) {
+    typedef cml__att90b_smem<D, BM, ST, NDQ> sm;
+    uint64_t *dq_full = (uint64_t *)(smem + sm::off_bar) + 1 + 3 * ST, *dq_empty = dq_full + NDQ;
+    const int4 *dq_meta = (const int4 *)(smem + sm::off_dqmeta);
+    for (int it = 0;; it++) {
+        cml__mbar_wait(&dq_full[qb], it & 1); /* the consumers' next partial is in buffer qb */
+        const int4 mt = dq_meta[qb]; /* {semaphore index, rank, -, -} or {-1} */
+        if (mt.x < 0) break;
+        int *sem = p.dq_sem + mt.x;
+        float *dst = p.dq_acc + (long long)mt.x * (BM * D);
+        const float *src = (const float *)(smem + sm::off_dq + qb * sm::dq_bytes);
+        while (cml__att90b_ld_acquire(sem) != mt.y) __nanosleep(32); /* key blocks 0 .. rank-1 have added */
+        cml__fence_proxy_async_global();
+        if (mt.y == 0) cml__bulk_store(dst, src, sm::dq_bytes);
+        else cml__bulk_reduce_add_f32(dst, src, sm::dq_bytes);
+        cml__bulk_commit();
+        cml__bulk_wait_read<0>();
+        cml__mbar_arrive(&dq_empty[qb]); /* the buffer may be refilled */
+        cml__bulk_wait<0>();             /* the add is done ... */
+        cml__fence_proxy_async_global();
+        cml__att90b_red_release(sem, 1); /* ... before the next key block may add */
+    }
+}
+
+/* acc (64 x N) = A B^T over the head dim, both K-major in shared memory: a_addr the consumer's 64
+ * rows of a tile of A_ROWS rows, b_addr a tile of N rows (D / 64 column blocks each). */
+template <int DT, int D, int N, int A_ROWS>
+static __device__ __forceinline__ void cml__att90b_mma_nt(float *acc, uint32_t a_addr, uint32_t b_addr) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        const uint32_t in_block = (kk % 4) * 32;
+        const uint64_t da = cml__wgmma_desc(a_addr + (kk / 4) * A_ROWS * 128 + in_block, 16, 1024);
+        const uint64_t db = cml__wgmma_desc(b_addr + (kk / 4) * N * 128 + in_block, 16, 1024);
+        cml__att90_mma_ss<DT, N>(acc, da, db, kk > 0);
+    }
+}
+
+/* acc (64 x D) += A B over BM queries: A from registers (a[4 kk .. 4 kk + 3] per 16 queries, the
+ * accumulator layout of a 64 x BM tile), B (BM x D) N-major in shared memory. */
+template <int DT, int D, int BM>
+static __device__ __forceinline__ void cml__att90b_mma_rs(float *acc, const uint32_t *a, uint32_t b_addr) {
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; kk++) {
+        const uint32_t ak[4] = {a[4 * kk], a[4 * kk + 1], a[4 * kk + 2], a[4 * kk + 3]};
+        cml__att90_mma_rs<DT, D>(acc, ak, cml__wgmma_desc(b_addr + kk * 16 * 128, BM * 128, 1024));
+    }
+}
+
+/* dQ block (64 x 64) = dS K over the BN keys: dS^T (BN x BM, keys as rows) read M-major, K
+ * (BN x D) N-major; a_addr / b_addr the consumer's column block of each. */
+template <int DT>
+static __device__ __forceinline__ void cml__att90b_mma_dq(float *acc, uint32_t a_addr, uint32_t b_addr) {
+    const int BN = CML_ATT90B_BN;
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++) {
+        const uint64_t da = cml__wgmma_desc(a_addr + kk * 16 * 128, BN * 128, 1024);
+        const uint64_t db = cml__wgmma_desc(b_addr + kk * 16 * 128, BN * 128, 1024);
+        if (DT == CML_ATT90_BF16) cml__wgmma_m64n64k16_bf16<1, 1>(acc, da, db, kk > 0);
+        else cml__wgmma_m64n64k16_f16<1, 1>(acc, da, db, kk > 0);
+    }
+}
+
+/* P^T and dS^T from S^T, dP^T (accumulator layout: register 4q + 2r + e is key row r (a or b)
+ * of the thread, query column 8q + 2 (lane % 4) + e), as 16-bit A fragments pa, ds. */
+template <int DT, int BM>
+static __device__ __forceinline__ void cml__att90b_p_ds(uint32_t *pa, uint32_t *ds, float *st, float *dpt,
+                                                        const float *lse_s, const float *di_s, bool mask, int key_a,
+                                                        int qcol0, int Sk, int causal, int off, float scale_log2) {
+#pragma unroll
+    for (int q = 0; q < BM / 8; q++) {
+        const int col = 8 * q + qcol0;
+        const float2 l2 = *(const float2 *)(lse_s + col), dd = *(const float2 *)(di_s + col);
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int idx = 4 * q + 2 * r + e;
+                float pv = cml__att90_ex2(fmaf(st[idx], scale_log2, -(e ? l2.y : l2.x)));
+                if (mask) {
+                    /* positions relative to the query tile's first row i0 (key_a and Sk come shifted) */
+                    const int key = key_a + 8 * r, qi = col + e;
+                    if (key >= Sk || (causal && key > qi + off)) pv = 0.0f;
+                }
+                st[idx] = pv;
+                dpt[idx] = pv * (dpt[idx] - (e ? dd.y : dd.x));
+            }
+        pa[2 * q] = cml__att90_pack<DT>(st[4 * q], st[4 * q + 1]);
+        pa[2 * q + 1] = cml__att90_pack<DT>(st[4 * q + 2], st[4 * q + 3]);
+        ds[2 * q] = cml__att90_pack<DT>(dpt[4 * q], dpt[4 * q + 1]);
+        ds[2 * q + 1] = cml__att90_pack<DT>(dpt[4 * q + 2], dpt[4 * q + 3]);
+    }
+}
+
+/* dS^T rows key_loc, key_loc + 8 of the tile (BN rows, BM / 64 column blocks, 128-byte swizzle). */
+template <int BM>
+static __device__ __forceinline__ void cml__att90b_store_ds(uint8_t *dsb, const uint32_t *ds, int key_loc, int lane) {
+    const int BN = CML_ATT90B_BN;
+#pragma unroll
+    for (int q = 0; q < BM / 8; q++) {
+        uint8_t *blk = dsb + (q / 8) * BN * 128;
+        const int chunk = ((q % 8) ^ (key_loc % 8)) * 16 + (lane % 4) * 4;
+        *(uint32_t *)(blk + key_loc * 128 + chunk) = ds[2 * q];
+        *(uint32_t *)(blk + (key_loc + 8) * 128 + chunk) = ds[2 * q + 1];
+    }
+}
+
+/* dK (times scale) and dV rows key, key + 8 straight from registers (rows past S_kv skipped). */
+template <int DT, int D>
+static __device__ __forceinline__ void cml__att90b_store_dkv(const cml__att90b_params &p, const float *dk,
+                                                             const float *dv, int b, int hk, int key, int dcol0) {
+    uint16_t *dK = (uint16_t *)p.dK + b * p.dk_s[0] + hk * p.dk_s[2];
+    uint16_t *dV = (uint16_t *)p.dV + b * p.dv_s[0] + hk * p.dv_s[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int j = key + 8 * r;
+        if (j >= p.Sk) continue;
+        uint16_t *krow = dK + (long long)j * p.dk_s[1], *vrow = dV + (long long)j * p.dv_s[1];
+#pragma unroll
+        for (int q = 0; q < D / 8; q++) {
+            const int d = 8 * q + dcol0;
+            *(uint32_t *)(krow + d) = cml__att90_pack<DT>(dk[4 * q + 2 * r] * p.scale, dk[4 * q + 2 * r + 1] * p.scale);
+            *(uint32_t *)(vrow + d) = cml__att90_pack<DT>(dv[4 * q + 2 * r], dv[4 * q + 2 * r + 1]);
+        }
+    }
+}
+
+/* The dQ partial of step k (BM x D; this consumer's 64 x 64 block) = dS K, issued (not committed)
+ * once both consumers' dS^T rows of step k are in buffer k % 2. */
+template <int DT, int D, int BM, int ST, int NDQ>
+static __device__ __forceinline__ void cml__att90b_dq_issue(float *dq, uint8_t *smem, int k, int consumer,
+                                                            uint32_t k_addr) {
+    typedef cml__att90b_smem<D, BM, ST, NDQ> sm;
+    const int BN = CML_ATT90B_BN;
+    uint64_t *ds_full = (uint64_t *)(smem + sm::off_bar) + 1 + 3 * ST + 2 * NDQ;
+    const int buf = k & 1;
+    const int mrow0 = cml__att90b_mrow0<D, BM>(consumer), ncol0 = cml__att90b_ncol0<D, BM>(consumer);
+    cml__mbar_wait(&ds_full[buf], (k >> 1) & 1); /* both consumers' dS^T rows of step k */
+    cml__wgmma_fence();
+    cml__att90b_mma_dq<DT>(dq, cml__smem_addr(smem + sm::off_ds + buf * sm::ds_bytes) + (mrow0 / 64) * BN * 128,
+                           k_addr + (ncol0 / 64) * BN * 128);
+}
+
+/* After the dQ product of step k completed (wgmma_wait): releases dS^T buffer k % 2 and hands the
+ * partial to the dQ writers through dQ buffer it_dq % NDQ, with its semaphore index and rank. */
+template <int D, int BM, int ST, int NDQ>
+static __device__ __forceinline__ void cml__att90b_dq_finish(float *dq, uint8_t *smem, int k, int idx, int rank,
+                                                             int &it_dq, int consumer, int lane) {
+    typedef cml__att90b_smem<D, BM, ST, NDQ> sm;
+    uint64_t *dq_full = (uint64_t *)(smem + sm::off_bar) + 1 + 3 * ST, *dq_empty = dq_full + NDQ;
+    uint64_t *ds_empty = dq_empty + NDQ + 2;
+    cml__wgmma_reg_fence<32>(dq);
+    if (threadIdx.x % 128 == 0) cml__mbar_arrive(&ds_empty[k & 1]); /* this consumer is done with dS^T of step k */
+    const int qb = it_dq % NDQ;
+    if (it_dq >= NDQ) cml__mbar_wait(&dq_empty[qb], (it_dq / NDQ - 1) & 1); /* partial it_dq - NDQ was read */
+    float4 *dqs = (float4 *)(smem + sm::off_dq + qb * sm::dq_bytes); /* fragment order: float4 (q, consumer, thread) */
+#pragma unroll
+    for (int q = 0; q < 8; q++)
+        dqs[q * 256 + consumer * 128 + threadIdx.x % 128] = make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
+    if (consumer == 0 && threadIdx.x % 128 == 0) ((int4 *)(smem + sm::off_dqmeta))[qb] = make_int4(idx, rank, 0, 0);
+    cml__fence_proxy_async_smem();
+    __syncwarp();
+    if (lane == 0) cml__mbar_arrive(&dq_full[qb]);
+    it_dq++;
+}
+
+template <int DT, int D, int BM, int ST, int NDQ>
+static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
+    cml__att90b_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
+                       const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_do,
+                       const __grid_constant__ cml__att90b_params p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    typedef cml__att90b_smem<D, BM, ST, NDQ> sm;
+    const int BN = CML_ATT90B_BN;
+    extern __shared__ uint8_t cml__att90b_smem_raw[];
+    /* aligned by pointer arithmetic on the __shared__ array (not through an integer), so that the
+     * compiler keeps knowing the accesses are shared-memory ones (LDS/STS, not generic) */
+    uint8_t *smem = cml__att90b_smem_raw + ((1024u - (cml__smem_addr(cml__att90b_smem_raw) & 1023u)) & 1023u);
+    uint64_t *bars = (uint64_t *)(smem + sm::off_bar);
+    uint64_t *kv_full = bars, *q_full = bars + 1, *do_full = q_full + ST, *qd_empty = do_full + ST,
+             *dq_full = qd_empty + ST, *dq_empty = dq_full + NDQ,
+             *ds_full = dq_empty + NDQ, *ds_empty = ds_full + 2;
+
+    if (threadIdx.x == 0) {
+        cml__mbar_init(kv_full, 1);
+        for (int s = 0; s < ST; s++) {
+            cml__mbar_init(&q_full[s], 1);
+            cml__mbar_init(&do_full[s], 1);
+            cml__mbar_init(&qd_empty[s], 256); /* one arrival per consumer thread (each releases its own reads) */
+        }
+        for (int s = 0; s < NDQ; s++) {
+            cml__mbar_init(&dq_full[s], 8); /* one arrival per consumer warp */
+            cml__mbar_init(&dq_empty[s], 1);
+        }
+        for (int s = 0; s < 2; s++) {
+            cml__mbar_init(&ds_full[s], 8);  /* one arrival per consumer warp: its dS^T rows are written */
+            cml__mbar_init(&ds_empty[s], 2); /* one arrival per consumer: its dQ product read the buffer */
+        }
+        cml__mbar_init_fence();
+    }
+    __syncthreads();
+
+    const int wg = threadIdx.x / 128;
+    if (wg == 0) {
+        cml__regs_dealloc<CML_ATT90B_PRODUCER_REGS>();
+        if (threadIdx.x == 0) cml__att90b_produce<D, BM, ST, NDQ>(&map_q, &map_k, &map_v, &map_do, p, smem);
+        else if (threadIdx.x % 32 == 0 && threadIdx.x / 32 <= NDQ)
+            cml__att90b_write_dq<D, BM, ST, NDQ>(p, smem, threadIdx.x / 32 - 1);
+    } else {
+        cml__regs_alloc<CML_ATT90B_CONSUMER_REGS>();
+        const int consumer = wg - 1, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+        const int key_loc = 64 * consumer + 16 * warp + lane / 4; /* this thread's key rows: key_loc, +8 */
+        const int qcol0 = 2 * (lane % 4);
+        const int off = p.Sk - p.Sq;
+        const uint32_t k_addr = cml__smem_addr(smem + sm::off_k), v_addr = cml__smem_addr(smem + sm::off_v);
+        const int4 *meta = (const int4 *)(smem + sm::off_meta);
+        int4 *dq_meta = (int4 *)(smem + sm::off_dqmeta);
+        const float *lse_all = (const float *)(smem + sm::off_lse), *di_all = (const float *)(smem + sm::off_di);
+        float dk[D / 2], dv[D / 2];
+        int tcount = 0, it_dq = 0;
+        int prev_idx = -1, prev_rank = 0; /* the deferred dQ product of the last step (same tile), if any */
+        if (consumer == 1) cml__att90_bar_arrive(1, 256); /* ping-pong: consumer 0 issues first */
+        for (int it = 0;; it++) {
+            const int s = it % ST;
+            cml__mbar_wait(&q_full[s], (it / ST) & 1); /* Q, lse2 of step it (and its description) */
+            /* read by lane 0 and shuffled: warp-uniform in the compiler's eyes (a branch on a value
+             * that looked divergent would make ptxas serialize the wgmmas, C7520) */
+            int4 mt = make_int4(0, 0, 0, 0);
+            if (lane == 0) mt = meta[s];
+            const int tile = __shfl_sync(0xffffffffu, mt.x, 0), h = __shfl_sync(0xffffffffu, mt.y, 0);
+            const int m = __shfl_sync(0xffffffffu, mt.z, 0), flags = __shfl_sync(0xffffffffu, mt.w, 0);
+            if (tile < 0) { /* pass the end on to every dQ writer (nothing is deferred: tiles end drained) */
+                for (int k = it_dq; k < it_dq + NDQ; k++) {
+                    const int qb = k % NDQ;
+                    if (k >= NDQ) cml__mbar_wait(&dq_empty[qb], (k / NDQ - 1) & 1);
+                    if (consumer == 0 && threadIdx.x % 128 == 0) dq_meta[qb] = make_int4(-1, 0, 0, 0);
+                    __syncwarp();
+                    if (lane == 0) cml__mbar_arrive(&dq_full[qb]);
+                }
+                break;
+            }
+            const int n = cml__att90b_key_block(p, tile), g = tile / p.n_kb, b = g / p.Hkv, hk = g % p.Hkv;
+            const int j0 = n * BN, i0 = m * BM;
+            const bool mask = j0 + BN > p.Sk || (p.causal && i0 < j0 + BN - 1 - off);
+            const bool last = (flags & CML_ATT90B_LAST) != 0;
+            if (flags & CML_ATT90B_FIRST) {
+                cml__mbar_wait(kv_full, tcount & 1); /* this tile's K, V */
+#pragma unroll
+                for (int i = 0; i < D / 2; i++) dk[i] = dv[i] = 0.0f;
+            }
+            const uint32_t q_addr = cml__smem_addr(smem + sm::off_q + s * sm::qd_bytes);
+            const uint32_t do_addr = cml__smem_addr(smem + sm::off_do + s * sm::qd_bytes);
+            float st[BM / 2], dpt[BM / 2];
+            uint32_t pa[BM / 4], ds[BM / 4];
+            /* ping-pong: the consumers take turns issuing their products (named barriers 1, 2), so
+             * that one's exp and dS work runs under the other's products */
+            cml__att90_bar_sync(1 + consumer, 256);
+            cml__wgmma_fence();
+            cml__att90b_mma_nt<DT, D, BM, BN>(st, k_addr + consumer * 64 * 128, q_addr); /* S^T = K Q^T */
+            cml__mbar_wait(&do_full[s], (it / ST) & 1); /* dO, Di */
+            cml__att90b_mma_nt<DT, D, BM, BN>(dpt, v_addr + consumer * 64 * 128, do_addr); /* dP^T = V dO^T */
+            cml__wgmma_commit();
+            cml__att90_bar_arrive(2 - consumer, 256);
+            cml__wgmma_wait<0>();
+            cml__wgmma_reg_fence<BM / 2>(st);
+            cml__wgmma_reg_fence<BM / 2>(dpt);
+            cml__att90b_p_ds<DT, BM>(pa, ds, st, dpt, lse_all + s * BM, di_all + s * BM, mask, j0 + key_loc - i0,
+                                     qcol0, p.Sk - i0, p.causal, off, p.scale_log2);
+            /* dS^T of this step into buffer it % 2, once both consumers' dQ products of step it - 2
+             * are done with it; then published to both (ds_full) */
+            const int buf = it & 1;
+            if (it >= 2) cml__mbar_wait(&ds_empty[buf], ((it >> 1) - 1) & 1);
+            cml__att90b_store_ds<BM>(smem + sm::off_ds + buf * sm::ds_bytes, ds, key_loc, lane);
+            cml__fence_proxy_async_smem();
+            __syncwarp();
+            if (lane == 0) cml__mbar_arrive(&ds_full[buf]);
+            /* dV, dK, and the dQ product of the last step (the other consumer wrote its half of that
+             * dS^T a step ago, so the two need not run in lockstep) */
+            if (prev_idx >= 0) {
+                float dq[32];
+                cml__att90_bar_sync(1 + consumer, 256);
+                cml__wgmma_fence();
+                cml__att90b_mma_rs<DT, D, BM>(dv, pa, do_addr); /* dV += P^T dO */
+                cml__att90b_mma_rs<DT, D, BM>(dk, ds, q_addr);  /* dK += dS^T Q */
+                cml__att90b_dq_issue<DT, D, BM, ST, NDQ>(dq, smem, it - 1, consumer, k_addr);
+                cml__wgmma_commit();
+                cml__att90_bar_arrive(2 - consumer, 256);
+                cml__wgmma_wait<0>();
+                cml__att90b_dq_finish<D, BM, ST, NDQ>(dq, smem, it - 1, prev_idx, prev_rank, it_dq, consumer, lane);
+            } else {
+                cml__att90_bar_sync(1 + consumer, 256);
+                cml__wgmma_fence();
+                cml__att90b_mma_rs<DT, D, BM>(dv, pa, do_addr);
+                cml__att90b_mma_rs<DT, D, BM>(dk, ds, q_addr);
+                cml__wgmma_commit();
+                cml__att90_bar_arrive(2 - consumer, 256);
+                cml__wgmma_wait<0>();
+            }
+            const int idx = (b * p.Hq + h) * p.n_qt + m, rank = cml__att90b_rank<BM>(p, m, n);
+            if (last) { /* this step's dQ product too, before K is replaced */
+                float dq2[32];
+                cml__att90b_dq_issue<DT, D, BM, ST, NDQ>(dq2, smem, it, consumer, k_addr);
+                cml__wgmma_commit();
+                cml__wgmma_wait<0>();
+                cml__att90b_dq_finish<D, BM, ST, NDQ>(dq2, smem, it, idx, rank, it_dq, consumer, lane);
+            }
+            cml__wgmma_reg_fence<D / 2>(dv);
+            cml__wgmma_reg_fence<D / 2>(dk);
+            cml__att90_keep<BM / 4>(pa);
+            cml__att90_keep<BM / 4>(ds);
+            prev_idx = last ? -1 : idx;
+            prev_rank = rank;
+            /* Q, dO, lse2, Di of stage s are read; so are K, V when this is the tile's last step */
+            cml__mbar_arrive(&qd_empty[s]);
+            if (last) {
+                cml__att90b_store_dkv<DT, D>(p, dk, dv, b, hk, j0 + key_loc, qcol0);
+                tcount++;
+            }
+        }
+        if (consumer == 0) cml__att90_bar_sync(1, 256); /* consumer 1's last hand-over */
+    }
+#endif
+}
+
+#endif

@@ -1,0 +1,426 @@
+/* GPU tests of cml_attention_bwd on the Hopper path (attention_bwd_sm90.cu, issue 6) against
+ * a float64 reference written here, on fresh random inputs: head dims 64 and 128, causal and
+ * not, S_q == S_kv and S_q != S_kv both ways (causal rows that see no key), lengths 1, 7, 77,
+ * 127, 1000, 1025, 4097, GQA and MQA, the layouts TMA takes ([B,S,H,D], [B,H,S,D], and
+ * [B,S,H,D] padded with 16-byte multiples), bf16 and f16. The backward is fed the reference
+ * forward's O (rounded to the dtype) and lse, so its error is its own. dQ, dK, dV are poisoned
+ * (0xFF bytes: NaN) before every run; every element must be written, the padding between
+ * elements must keep the poison, two runs must be bitwise identical, and the norm-wise relative
+ * error ||got - ref|| / ||ref|| must be <= 1e-2. Each case states the path it predicts
+ * (cml__attention_bwd_cuda_path_name) and the sm90 launch counter must agree; on an sm_90
+ * device every case here must take the sm90 path, elsewhere none does (the cases still run,
+ * on the mma path, and the sm90 checks are reported as skipped). Then problems the sm90 path
+ * must decline (D = 256, f32, odd strides, unaligned pointers), and a determinism loop: 1000
+ * forward + backward runs of a causal GQA problem (3 under CML_TEST_SANITIZER), every output
+ * bitwise equal to the first run's. Exits 77 ("skipped") without a GPU. */
+#include "gpu_row_util.h"
+
+#ifndef CML_HAVE_CUDA
+int main(void) {
+    printf("skipped: built without CUDA\n");
+    return 77;
+}
+#else
+#include "kernels/cuda/attention/attention_sm90.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+static bool hopper;                /* an sm_90 device: the sm90 path must run */
+static int n_cases, n_cases_sm90; /* cases run, and those that ran on sm90 (twice each, as predicted) */
+
+/* ---- placements: element (b, s, h, d) at b st[0] + s st[1] + h st[2] + d ---------------------- */
+
+typedef struct place {
+    int64_t st[3];
+    int64_t n; /* elements the buffer holds */
+} place;
+
+enum { LAYOUT_BSHD, LAYOUT_BHSD, LAYOUT_BSHD_PAD8, N_LAYOUTS };
+static const char *const LAYOUT_NAME[N_LAYOUTS] = {"bshd", "bhsd", "bshd+pad8"};
+
+static place make_place(int layout, int64_t B, int64_t S, int64_t H, int64_t D) {
+    place p;
+    if (layout == LAYOUT_BSHD) {
+        p.st[2] = D, p.st[1] = H * D, p.st[0] = S * H * D;
+    } else if (layout == LAYOUT_BHSD) {
+        p.st[1] = D, p.st[2] = S * D, p.st[0] = H * S * D;
+    } else { /* rows D + 8 apart, more between positions and batches (16-byte multiples) */
+        p.st[2] = D + 8, p.st[1] = H * (D + 8) + 8, p.st[0] = S * p.st[1] + 16;
+    }
+    p.n = (B - 1) * p.st[0] + (S - 1) * p.st[1] + (H - 1) * p.st[2] + D;
+    return p;
+}
+
+static inline int64_t at(const place *p, int64_t b, int64_t s, int64_t h) {
+    return b * p->st[0] + s * p->st[1] + h * p->st[2];
+}
+
+/* ---- the float64 reference (contiguous (B, H, S, D) doubles) ---------------------------------- */
+
+typedef struct problem {
+    cml_attention_desc d;
+    place pq, pk, pv, po;
+    void *q, *k, *v, *dout, *o_in; /* host, dtype, placed */
+    float *lse_in;                 /* (B, H_q, S_q) */
+    double *Q, *K, *V, *dO, *O;    /* the same values as doubles, (B, H, S, D) */
+    double *dq, *dk, *dv;          /* reference gradients, (B, H, S, D) */
+} problem;
+
+static int64_t visible(const cml_attention_desc *d, int64_t i) {
+    if (!d->causal) return d->S_kv;
+    int64_t e = i + d->S_kv - d->S_q + 1;
+    return e < 0 ? 0 : e > d->S_kv ? d->S_kv : e;
+}
+
+static double dot(const double *a, const double *b, int64_t n) {
+    double s = 0;
+    for (int64_t c = 0; c < n; c++) s += a[c] * b[c];
+    return s;
+}
+
+/* Unpacks a placed dtype buffer into (B, H, S, D) doubles. */
+static double *unpack(const void *src, const place *p, cml_dtype dt, int64_t B, int64_t S, int64_t H, int64_t D) {
+    double *out = malloc(sizeof(double) * (size_t)(B * H * S * D));
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t s = 0; s < S; s++)
+                for (int64_t c = 0; c < D; c++)
+                    out[((b * H + h) * S + s) * D + c] = cml_dtype_load(src, dt, at(p, b, s, h) + c);
+    return out;
+}
+
+/* O (rounded to the dtype, placed like O) and lse (f32) from Q, K, V. */
+static void reference_fwd(problem *pr) {
+    const cml_attention_desc *d = &pr->d;
+    const int64_t D = d->D, group = d->H_q / d->H_kv, Sq = d->S_q, Sk = d->S_kv;
+    double *s = malloc(sizeof(double) * (size_t)Sk), *o = malloc(sizeof(double) * (size_t)D);
+    for (int64_t b = 0; b < d->B; b++)
+        for (int64_t h = 0; h < d->H_q; h++) {
+            const double *K = pr->K + (b * d->H_kv + h / group) * Sk * D, *V = pr->V + (b * d->H_kv + h / group) * Sk * D;
+            for (int64_t i = 0; i < Sq; i++) {
+                const double *q = pr->Q + ((b * d->H_q + h) * Sq + i) * D;
+                const int64_t vis = visible(d, i);
+                double m = -INFINITY, l = 0;
+                for (int64_t j = 0; j < vis; j++) {
+                    s[j] = d->scale * dot(q, K + j * D, D);
+                    if (s[j] > m) m = s[j];
+                }
+                for (int64_t c = 0; c < D; c++) o[c] = 0;
+                for (int64_t j = 0; j < vis; j++) {
+                    const double p = exp(s[j] - m);
+                    l += p;
+                    for (int64_t c = 0; c < D; c++) o[c] += p * V[j * D + c];
+                }
+                for (int64_t c = 0; c < D; c++)
+                    cml_dtype_store(pr->o_in, d->dtype, at(&pr->po, b, i, h) + c, vis ? (float)(o[c] / l) : 0.0f);
+                pr->lse_in[(b * d->H_q + h) * Sq + i] = vis ? (float)(m + log(l)) : -INFINITY;
+            }
+        }
+    free(s);
+    free(o);
+}
+
+/* dQ, dK, dV from the backward's actual inputs (O rounded, lse as f32). */
+static void reference_bwd(problem *pr) {
+    const cml_attention_desc *d = &pr->d;
+    const int64_t D = d->D, group = d->H_q / d->H_kv, Sq = d->S_q, Sk = d->S_kv;
+    const size_t nq = (size_t)(d->B * d->H_q * Sq * D), nk = (size_t)(d->B * d->H_kv * Sk * D);
+    pr->O = unpack(pr->o_in, &pr->po, d->dtype, d->B, Sq, d->H_q, D);
+    pr->dq = calloc(nq, sizeof(double)), pr->dk = calloc(nk, sizeof(double)), pr->dv = calloc(nk, sizeof(double));
+    for (int64_t b = 0; b < d->B; b++)
+        for (int64_t h = 0; h < d->H_q; h++) {
+            const int64_t kv = (b * d->H_kv + h / group) * Sk * D;
+            for (int64_t i = 0; i < Sq; i++) {
+                const int64_t qo = ((b * d->H_q + h) * Sq + i) * D;
+                const double *q = pr->Q + qo, *dout = pr->dO + qo, L = pr->lse_in[(b * d->H_q + h) * Sq + i];
+                const double Di = dot(dout, pr->O + qo, D);
+                double *dq = pr->dq + qo;
+                const int64_t vis = visible(d, i);
+                for (int64_t j = 0; j < vis; j++) {
+                    const double *k = pr->K + kv + j * D, *v = pr->V + kv + j * D;
+                    const double p = exp(d->scale * dot(q, k, D) - L), ds = p * (dot(dout, v, D) - Di);
+                    double *dk = pr->dk + kv + j * D, *dv = pr->dv + kv + j * D;
+                    for (int64_t c = 0; c < D; c++) {
+                        dq[c] += d->scale * ds * k[c];
+                        dk[c] += d->scale * ds * q[c];
+                        dv[c] += p * dout[c];
+                    }
+                }
+            }
+        }
+}
+
+/* ---- comparisons ------------------------------------------------------------------------------ */
+
+/* got (placed, dtype) vs want ((B, H, S, D) doubles), norm-wise; every element must be finite. */
+static void compare_placed(const char *what, const void *got, const place *p, cml_dtype dt, const double *want,
+                           int64_t B, int64_t S, int64_t H, int64_t D) {
+    double num = 0, den = 0;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t s = 0; s < S; s++)
+                for (int64_t c = 0; c < D; c++) {
+                    const double g = cml_dtype_load(got, dt, at(p, b, s, h) + c), w = want[((b * H + h) * S + s) * D + c];
+                    if (!isfinite(g)) {
+                        CHECK_MSG(false, "%s: element (b %lld, s %lld, h %lld, d %lld) is %g (want %g)", what,
+                                  (long long)b, (long long)s, (long long)h, (long long)c, g, w);
+                        return;
+                    }
+                    num += (g - w) * (g - w);
+                    den += w * w;
+                }
+    const double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    CHECK_MSG(rel <= 1e-2, "%s: relative error %.3g > 1e-2", what, rel);
+}
+
+/* The bytes of a placed output buffer that are no element must still be 0xFF. */
+static void check_gaps(const char *what, const unsigned char *buf, const place *p, size_t es, int64_t B, int64_t S,
+                       int64_t H, int64_t D) {
+    unsigned char *mine = calloc((size_t)p->n, 1);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t s = 0; s < S; s++)
+            for (int64_t h = 0; h < H; h++) memset(mine + at(p, b, s, h), 1, (size_t)D);
+    for (int64_t e = 0; e < p->n; e++) {
+        if (mine[e]) continue;
+        for (size_t k = 0; k < es; k++)
+            if (buf[(size_t)e * es + k] != 0xFF) {
+                CHECK_MSG(false, "%s: padding element %lld was written", what, (long long)e);
+                free(mine);
+                return;
+            }
+    }
+    free(mine);
+}
+
+/* ---- one problem ------------------------------------------------------------------------------ */
+
+typedef struct shape {
+    int64_t B, Hq, Hkv, Sq, Skv, D;
+} shape;
+
+static void problem_init(problem *pr, const shape *sh, bool causal, cml_dtype dt, int layout) {
+    memset(pr, 0, sizeof *pr);
+    pr->d = cml_attention_desc_bshd(sh->B, sh->Sq, sh->Skv, sh->Hq, sh->Hkv, sh->D, causal, dt);
+    pr->d.scale *= 1.5f; /* not the default, and sharper distributions */
+    pr->pq = pr->po = make_place(layout, sh->B, sh->Sq, sh->Hq, sh->D);
+    pr->pk = pr->pv = make_place(layout, sh->B, sh->Skv, sh->Hkv, sh->D);
+    memcpy(pr->d.q_stride, pr->pq.st, sizeof pr->pq.st);
+    memcpy(pr->d.o_stride, pr->po.st, sizeof pr->po.st);
+    memcpy(pr->d.k_stride, pr->pk.st, sizeof pr->pk.st);
+    memcpy(pr->d.v_stride, pr->pv.st, sizeof pr->pv.st);
+    const size_t es = cml_dtype_size(dt);
+    pr->q = malloc((size_t)pr->pq.n * es), pr->k = malloc((size_t)pr->pk.n * es);
+    pr->v = malloc((size_t)pr->pv.n * es), pr->dout = malloc((size_t)pr->po.n * es);
+    pr->o_in = calloc((size_t)pr->po.n, es);
+    pr->lse_in = malloc(sizeof(float) * (size_t)(sh->B * sh->Hq * sh->Sq));
+    random_fill(pr->q, dt, pr->pq.n, -2.0f, 2.0f);
+    random_fill(pr->k, dt, pr->pk.n, -2.0f, 2.0f);
+    random_fill(pr->v, dt, pr->pv.n, -1.0f, 1.0f);
+    random_fill(pr->dout, dt, pr->po.n, -1.0f, 1.0f);
+    pr->Q = unpack(pr->q, &pr->pq, dt, sh->B, sh->Sq, sh->Hq, sh->D);
+    pr->K = unpack(pr->k, &pr->pk, dt, sh->B, sh->Skv, sh->Hkv, sh->D);
+    pr->V = unpack(pr->v, &pr->pv, dt, sh->B, sh->Skv, sh->Hkv, sh->D);
+    pr->dO = unpack(pr->dout, &pr->po, dt, sh->B, sh->Sq, sh->Hq, sh->D);
+}
+
+static void problem_free(problem *pr) {
+    free(pr->q), free(pr->k), free(pr->v), free(pr->dout), free(pr->o_in), free(pr->lse_in);
+    free(pr->Q), free(pr->K), free(pr->V), free(pr->dO), free(pr->O);
+    free(pr->dq), free(pr->dk), free(pr->dv);
+}
+
+static void run_case(const shape *sh, bool causal, cml_dtype dt, int layout) {
+    problem pr;
+    problem_init(&pr, sh, causal, dt, layout);
+    reference_fwd(&pr);
+    reference_bwd(&pr);
+    const cml_attention_desc *d = &pr.d;
+    const size_t es = cml_dtype_size(dt);
+    const size_t nq = (size_t)pr.pq.n * es, nk = (size_t)pr.pk.n * es, nv = (size_t)pr.pv.n * es,
+                 no = (size_t)pr.po.n * es, nl = sizeof(float) * (size_t)(sh->B * sh->Hq * sh->Sq);
+    char what[200];
+    snprintf(what, sizeof what, "%s %s B=%lld Hq=%lld Hkv=%lld Sq=%lld Skv=%lld D=%lld %s", LAYOUT_NAME[layout],
+             cml_dtype_name(dt), (long long)sh->B, (long long)sh->Hq, (long long)sh->Hkv, (long long)sh->Sq,
+             (long long)sh->Skv, (long long)sh->D, causal ? "causal" : "full");
+    void *q = dev_alloc(nq), *k = dev_alloc(nk), *v = dev_alloc(nv), *o = dev_alloc(no), *dout = dev_alloc(no);
+    void *dq = dev_alloc(nq), *dk = dev_alloc(nk), *dv = dev_alloc(nv);
+    float *lse = dev_alloc(nl);
+    CHECK(q && k && v && o && dout && dq && dk && dv && lse);
+    if (q && k && v && o && dout && dq && dk && dv && lse) {
+        upload(q, pr.q, nq), upload(k, pr.k, nk), upload(v, pr.v, nv);
+        upload(o, pr.o_in, no), upload(dout, pr.dout, no), upload(lse, pr.lse_in, nl);
+        const char *path = cml__attention_bwd_cuda_path_name(gctx, d, dq, dk, dv, dout, q, k, v, o);
+        const bool sm90 = strcmp(path, "sm90") == 0;
+        CHECK_MSG(sm90 == hopper, "%s: predicted path %s on an sm_%d device", what, path, cml__cuda_arch(0));
+        const long long runs0 = cml__attention_bwd_sm90_runs();
+        void *outs[3] = {dq, dk, dv};
+        const size_t nout[3] = {nq, nk, nv};
+        const place *pl[3] = {&pr.pq, &pr.pk, &pr.pv};
+        const double *want[3] = {pr.dq, pr.dk, pr.dv};
+        const int64_t S[3] = {sh->Sq, sh->Skv, sh->Skv}, H[3] = {sh->Hq, sh->Hkv, sh->Hkv};
+        unsigned char *first[3], *again[3];
+        for (int r = 0; r < 2; r++) {
+            for (int t = 0; t < 3; t++) poison(outs[t], nout[t]);
+            CHECK_OK(cml_attention_bwd(gctx, d, dq, dk, dv, dout, q, k, v, o, lse));
+            for (int t = 0; t < 3; t++) {
+                unsigned char *h = malloc(nout[t]);
+                download(h, outs[t], nout[t]);
+                if (r == 0) first[t] = h;
+                else again[t] = h;
+            }
+        }
+        const long long runs = cml__attention_bwd_sm90_runs() - runs0;
+        CHECK_MSG(runs == (sm90 ? 2 : 0), "%s: predicted path %s, but %lld sm90 launches for 2 runs", what, path, runs);
+        n_cases++;
+        n_cases_sm90 += sm90 && runs == 2;
+        static const char *const name[3] = {"dQ", "dK", "dV"};
+        for (int t = 0; t < 3; t++) {
+            char w2[260];
+            snprintf(w2, sizeof w2, "%s (%s) %s", what, path, name[t]);
+            CHECK_MSG(memcmp(first[t], again[t], nout[t]) == 0, "%s: a repeat run differs", w2);
+            compare_placed(w2, first[t], pl[t], dt, want[t], sh->B, S[t], H[t], sh->D);
+            check_gaps(w2, first[t], pl[t], es, sh->B, S[t], H[t], sh->D);
+            free(first[t]);
+            free(again[t]);
+        }
+    }
+    dev_free(q, nq), dev_free(k, nk), dev_free(v, nv), dev_free(o, no), dev_free(dout, no);
+    dev_free(dq, nq), dev_free(dk, nk), dev_free(dv, nv), dev_free(lse, nl);
+    problem_free(&pr);
+}
+
+/* ---- the sweep -------------------------------------------------------------------------------- */
+
+static const shape SHAPES[] = {
+    {2, 2, 2, 1, 1, 64},       /* one query, one key */
+    {1, 4, 2, 7, 7, 128},      /* GQA 2, one partial tile */
+    {2, 4, 1, 77, 77, 64},     /* MQA */
+    {1, 2, 2, 127, 1000, 128}, /* S_q < S_kv */
+    {1, 4, 2, 1000, 127, 64},  /* S_q > S_kv: causal rows that see no key */
+    {2, 8, 4, 300, 300, 128},  /* GQA, several key blocks per head */
+    {1, 2, 1, 1025, 1025, 128},
+    {2, 16, 8, 1025, 1025, 64}, /* more work tiles (144) than SMs: CTAs take several */
+    {1, 1, 1, 1000, 1025, 64},
+    {1, 1, 1, 4097, 4097, 64},  /* causal only (the reference's cost) */
+};
+enum { N_SHAPES = sizeof SHAPES / sizeof SHAPES[0] };
+
+/* Under the sanitizer only the shapes up to 300 long, bf16, one of causal / full each. */
+static void test_sweep(void) {
+    const bool san = under_sanitizer();
+    int k = 0;
+    for (int s = 0; s < N_SHAPES; s++)
+        for (int causal = 0; causal < 2; causal++) {
+            const shape *sh = &SHAPES[s];
+            if (s == N_SHAPES - 1 && !causal) continue;
+            if (san && (sh->Sq > 300 || sh->Skv > 300 || causal != s % 2)) continue;
+            const cml_dtype dt = san || (k % 2 == 0) ? CML_BF16 : CML_F16;
+            const int layout = k % N_LAYOUTS;
+            k++;
+            const int before = th_failed_checks;
+            run_case(sh, causal, dt, layout);
+            if (th_failed_checks != before)
+                printf("  (shape %d, %s, %s, causal %d failed)\n", s, cml_dtype_name(dt), LAYOUT_NAME[layout], causal);
+        }
+    /* D = 128 on the shapes above that ran at 64 and vice versa, in the other layouts */
+    static const shape SWAP[] = {{2, 4, 1, 77, 77, 128}, {1, 4, 2, 1000, 127, 128}, {1, 2, 2, 127, 1000, 64},
+                                 {2, 8, 4, 300, 300, 64}};
+    for (int s = 0; s < 4; s++)
+        for (int causal = 0; causal < 2; causal++) {
+            if (san && (SWAP[s].Sq > 300 || SWAP[s].Skv > 300 || causal != s % 2)) continue;
+            const cml_dtype dt = san || causal ? CML_BF16 : CML_F16;
+            const int layout = (s + causal + 1) % N_LAYOUTS, before = th_failed_checks;
+            run_case(&SWAP[s], causal, dt, layout);
+            if (th_failed_checks != before)
+                printf("  (swap shape %d, %s, %s, causal %d failed)\n", s, cml_dtype_name(dt), LAYOUT_NAME[layout],
+                       causal);
+        }
+}
+
+/* Problems the sm90 backward must decline (they stay on the mma / SIMT paths). */
+static void test_declines(void) {
+    char *buf = dev_alloc(1 << 20);
+    CHECK(buf);
+    if (!buf) return;
+    cml_attention_desc d = cml_attention_desc_bshd(1, 64, 64, 2, 2, 256, true, CML_BF16);
+    CHECK(!cml__attention_bwd_sm90_takes(gctx, &d, buf, buf, buf, buf, buf, buf, buf, buf)); /* D = 256 */
+    d = cml_attention_desc_bshd(1, 64, 64, 2, 2, 64, true, CML_F32);
+    CHECK(!cml__attention_bwd_sm90_takes(gctx, &d, buf, buf, buf, buf, buf, buf, buf, buf)); /* f32 */
+    d = cml_attention_desc_bshd(1, 64, 64, 2, 2, 64, true, CML_BF16);
+    CHECK(cml__attention_bwd_sm90_takes(gctx, &d, buf, buf, buf, buf, buf, buf, buf, buf) == hopper);
+    CHECK(!cml__attention_bwd_sm90_takes(gctx, &d, buf + 2, buf, buf, buf, buf, buf, buf, buf)); /* dQ unaligned */
+    CHECK(!cml__attention_bwd_sm90_takes(gctx, &d, buf, buf, buf, buf + 8, buf, buf, buf, buf)); /* dO unaligned */
+    d.k_stride[1] = 2 * 64 + 4; /* K's positions 132 elements apart: not 16-byte multiples */
+    CHECK(!cml__attention_bwd_sm90_takes(gctx, &d, buf, buf, buf, buf, buf, buf, buf, buf));
+    d = cml_attention_desc_bshd(1, 64, 64, 2, 2, 80, false, CML_BF16);
+    CHECK(!cml__attention_bwd_sm90_takes(gctx, &d, buf, buf, buf, buf, buf, buf, buf, buf)); /* D = 80 */
+    dev_free(buf, 1 << 20);
+}
+
+/* Forward + backward many times on the same inputs: every output bitwise equal to the first run's
+ * (the dQ accumulation order across CTAs, through the semaphores, must not vary). */
+static void test_determinism(void) {
+    const int reps = under_sanitizer() ? 3 : 1000;
+    const shape sh = {2, 8, 2, 777, 777, 128};
+    problem pr;
+    problem_init(&pr, &sh, true, CML_BF16, LAYOUT_BSHD);
+    const cml_attention_desc *d = &pr.d;
+    const size_t nq = (size_t)pr.pq.n * 2, nk = (size_t)pr.pk.n * 2, nl = sizeof(float) * (size_t)(sh.B * sh.Hq * sh.Sq);
+    void *q = dev_alloc(nq), *k = dev_alloc(nk), *v = dev_alloc(nk), *o = dev_alloc(nq), *dout = dev_alloc(nq);
+    void *dq = dev_alloc(nq), *dk = dev_alloc(nk), *dv = dev_alloc(nk);
+    float *lse = dev_alloc(nl);
+    unsigned char *ref[5], *got = malloc(nq);
+    void *outs[5] = {o, lse, dq, dk, dv};
+    const size_t n[5] = {nq, nl, nq, nk, nk};
+    CHECK(q && k && v && o && dout && dq && dk && dv && lse && got);
+    if (q && k && v && o && dout && dq && dk && dv && lse && got) {
+        upload(q, pr.q, nq), upload(k, pr.k, nk), upload(v, pr.v, nk), upload(dout, pr.dout, nq);
+        const long long runs0 = cml__attention_bwd_sm90_runs();
+        int differ = 0, first_bad = -1;
+        for (int r = 0; r < reps; r++) {
+            for (int t = 0; t < 5; t++) poison(outs[t], n[t]);
+            CHECK_OK(cml_attention_fwd(gctx, d, o, lse, q, k, v));
+            CHECK_OK(cml_attention_bwd(gctx, d, dq, dk, dv, dout, q, k, v, o, lse));
+            for (int t = 0; t < 5; t++) {
+                if (r == 0) {
+                    ref[t] = malloc(n[t]);
+                    download(ref[t], outs[t], n[t]);
+                    continue;
+                }
+                download(got, outs[t], n[t]);
+                if (memcmp(got, ref[t], n[t]) != 0) {
+                    differ++;
+                    if (first_bad < 0) first_bad = r;
+                }
+            }
+        }
+        const long long runs = cml__attention_bwd_sm90_runs() - runs0;
+        printf("  determinism: %d forward + backward runs (B=2 Hq=8 Hkv=2 S=777 D=128 causal bf16), %lld on the sm90 "
+               "backward, %d outputs differed from the first run's\n", reps, runs, differ);
+        CHECK_MSG(differ == 0, "determinism: %d outputs differ from the first run's (first at run %d)", differ, first_bad);
+        CHECK_MSG(runs == (hopper ? reps : 0), "determinism: %lld sm90 backward launches for %d runs", runs, reps);
+        for (int t = 0; t < 5; t++) free(ref[t]);
+    }
+    free(got);
+    dev_free(q, nq), dev_free(k, nk), dev_free(v, nk), dev_free(o, nq), dev_free(dout, nq);
+    dev_free(dq, nq), dev_free(dk, nk), dev_free(dv, nk), dev_free(lse, nl);
+    problem_free(&pr);
+}
+
+int main(void) {
+    int rc = gpu_test_init(20261201);
+    if (rc) return rc;
+    hopper = cml__cuda_arch(0) == 90;
+    RUN(test_sweep);
+    RUN(test_declines);
+    RUN(test_determinism);
+    if (hopper)
+        printf("sm90 backward path: %d of %d cases ran there (twice each, as predicted; device sm_%d)\n", n_cases_sm90,
+               n_cases, cml__cuda_arch(0));
+    else
+        printf("sm90 backward path: skipped, the device is sm_%d (the %d cases ran on the mma path)\n",
+               cml__cuda_arch(0), n_cases);
+    CHECK_MSG(!hopper || (n_cases > 0 && n_cases_sm90 == n_cases), "sm_90 device: %d of %d cases on the sm90 path",
+              n_cases_sm90, n_cases);
+    return th_finish();
+}
+#endif
