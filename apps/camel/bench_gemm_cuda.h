@@ -86,7 +86,10 @@ float bg_median(float *v, int n);
 void bg_check_outputs(bg_state *s, bg_prep *p, bg_result *r);
 /* The largest norm-wise difference between ours and the reference that is not flagged. */
 double bg_diff_bound(bg_dtype d);
-/* Writes {"meta": {...GPU, versions, commit, date, command, reps...}, of a JSON record to f. */
-void bg_json_meta(FILE *f, const bg_options *o);
+/* Opens o->json_path and writes {"meta": {...GPU, versions, commit, date, command, reps...},
+ * "results": [ ; NULL (with a message) when the file cannot be opened. */
+FILE *bg_json_open(const bg_options *o);
+/* Ends the results list and the record, closes f and says where it went. */
+void bg_json_close(FILE *f, const bg_options *o);
 
 #endif

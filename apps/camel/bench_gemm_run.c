@@ -414,7 +414,12 @@ static void first_line(const char *cmd, char *buf, size_t n) {
     pclose(p);
 }
 
-void bg_json_meta(FILE *f, const bg_options *o) {
+FILE *bg_json_open(const bg_options *o) {
+    FILE *f = fopen(o->json_path, "w");
+    if (!f) {
+        perror(o->json_path);
+        return NULL;
+    }
     struct cudaDeviceProp prop;
     CUDA_OK(cudaGetDeviceProperties(&prop, 0));
     int clock_khz = 0, rt = 0, drv = 0;
@@ -438,16 +443,19 @@ void bg_json_meta(FILE *f, const bg_options *o) {
             "\"l2_flush_bytes\": %zu}",
             prop.name, prop.multiProcessorCount, clock_khz / 1000, smi, rt / 1000, rt % 1000 / 10, drv / 1000,
             drv % 1000 / 10, cublasLtGetVersion(), commit_clean, date, command, o->reps, WARMUP, FLUSH_BYTES);
+    fprintf(f, ",\n \"results\": [");
+    return f;
+}
+
+void bg_json_close(FILE *f, const bg_options *o) {
+    fprintf(f, "\n]}\n");
+    fclose(f);
+    printf("wrote %s\n", o->json_path);
 }
 
 static void write_json(const bg_options *o, const bg_result *res, int n) {
-    FILE *f = fopen(o->json_path, "w");
-    if (!f) {
-        perror(o->json_path);
-        return;
-    }
-    bg_json_meta(f, o);
-    fprintf(f, ",\n \"results\": [");
+    FILE *f = bg_json_open(o);
+    if (!f) return;
     for (int i = 0; i < n; i++) {
         const bg_result *r = &res[i];
         const bg_case *c = r->c;
@@ -484,9 +492,7 @@ static void write_json(const bg_options *o, const bg_result *res, int n) {
         }
         fprintf(f, "}");
     }
-    fprintf(f, "\n]}\n");
-    fclose(f);
-    printf("wrote %s\n", o->json_path);
+    bg_json_close(f, o);
 }
 
 /* Geometric means of the ratio per dtype and set, and the batched / grouped comparisons. */

@@ -177,13 +177,8 @@ static void json_ms(FILE *f, const char *key, double v) {
 }
 
 static void write_json(const bg_options *o, const tune_result *res, int n) {
-    FILE *f = fopen(o->json_path, "w");
-    if (!f) {
-        perror(o->json_path);
-        return;
-    }
-    bg_json_meta(f, o);
-    fprintf(f, ",\n \"results\": [");
+    FILE *f = bg_json_open(o);
+    if (!f) return;
     for (int i = 0; i < n; i++) {
         const tune_result *t = &res[i];
         const bg_case *c = t->c;
@@ -208,9 +203,7 @@ static void write_json(const bg_options *o, const tune_result *res, int n) {
         if (t->error[0]) fprintf(f, ", \"error\": \"%s\"", t->error);
         fprintf(f, "}");
     }
-    fprintf(f, "\n]}\n");
-    fclose(f);
-    printf("wrote %s\n", o->json_path);
+    bg_json_close(f, o);
 }
 
 int bg_tune(const bg_options *o, const char *table_path) {
