@@ -546,9 +546,16 @@ int bg_run(const bg_options *o) {
         bg_prep p;
         bg_prep_case(&s, &cases[i], &p);
         const char *path = cml__gemm_cuda_path_name(s.ctx, &p.desc[0], p.d_ours[0], p.a[0], p.b[0], NULL);
-        if (strcmp(path, "f32") == 0)
+        if (strcmp(path, "f32") == 0) {
             snprintf(r->path, sizeof r->path, "f32 %s", cml__gemm_f32_config_name(s.ctx, &p.desc[0]));
-        else snprintf(r->path, sizeof r->path, "%s", path);
+        } else if (strcmp(path, "sm90") == 0 && !p.grouped) { /* the plan: rows x width x splits, cluster */
+            bool tuned = false;
+            const cml__gemm_sm90_config c = cml__gemm_sm90_chosen_config(s.ctx, &p.desc[0], &tuned);
+            snprintf(r->path, sizeof r->path, "sm90 %dx%dx%d c%d%s", c.rows, c.bn, c.splits, c.cluster,
+                     tuned ? " tuned" : "");
+        } else {
+            snprintf(r->path, sizeof r->path, "%s", path);
+        }
         if (!bg_time(&s, &p, r, true)) {
             snprintf(r->error, sizeof r->error, "ours: %s", cml_last_error());
             failures++;

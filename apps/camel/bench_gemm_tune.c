@@ -147,8 +147,9 @@ static bool write_table(const char *path, const bg_options *o, const tune_result
             " * CML_SM90_TUNED(kind, op_a, op_b, M, N, K, batch, tile rows, tile width, K splits, cluster, group_m),\n"
             " * for problems where a measured configuration beat the cost estimate's by more than 2%%.\n"
             " * Written by `%s` on %s (%d SMs), %s.\n"
-            " * Regenerate it with that command (--out this file) on the target GPU, then rebuild. */\n",
-            o->command, prop.name, prop.multiProcessorCount, date);
+            " * Regenerate it with that command (--out this file) on the target GPU, then rebuild.\n"
+            " * Used only on GPUs with this many SMs: */\n#define CML_SM90_TUNED_SMS %d\n",
+            o->command, prop.name, prop.multiProcessorCount, date, prop.multiProcessorCount);
     for (int i = 0; i < n; i++) {
         const tune_result *t = &res[i];
         if (!t->entry) continue;

@@ -290,12 +290,18 @@ typedef struct tuned_entry {
 #define CML_SM90_TUNED(kind, op_a, op_b, M, N, K, batch, rows, bn, splits, cluster, group_m) \
     {CML_SM90_##kind, op_a, op_b, M, N, K, batch, {bn, splits, cluster, group_m, rows}},
 static const tuned_entry tuned_table[] = {
-#include "kernels/cuda/gemm/gemm_sm90_tuned.inc"
+#include "kernels/cuda/gemm/gemm_sm90_tuned.inc" /* also defines CML_SM90_TUNED_SMS */
     {-1, 0, 0, 0, 0, 0, 0, {0, 0, 0, 0, 0}} /* end */
 };
 #undef CML_SM90_TUNED
+#ifndef CML_SM90_TUNED_SMS
+#define CML_SM90_TUNED_SMS 0
+#endif
 
-static const cml__gemm_sm90_config *tuned_config(const cml_gemm_desc *d, int kind) {
+/* The table's plan for an exact problem, on a GPU with as many SMs as the one it was tuned on
+ * (elsewhere the waves differ and the estimate knows better). */
+static const cml__gemm_sm90_config *tuned_config(const cml_ctx *ctx, const cml_gemm_desc *d, int kind) {
+    if (cml__cuda_sm_count(ctx->device.index) != CML_SM90_TUNED_SMS) return NULL;
     const char op_a = d->op_a == CML_OP_T ? 'T' : 'N', op_b = d->op_b == CML_OP_T ? 'T' : 'N';
     for (const tuned_entry *t = tuned_table; t->kind >= 0; t++)
         if (t->kind == kind && t->op_a == op_a && t->op_b == op_b && t->M == d->M && t->N == d->N && t->K == d->K &&
@@ -317,7 +323,7 @@ extern "C" void cml__gemm_sm90_force_config(const cml__gemm_sm90_config *cfg) {
 static cml__gemm_sm90_config plan(const cml_ctx *ctx, const cml_gemm_desc *d, int kind, bool *tuned) {
     if (tuned) *tuned = false;
     if (forced_on && config_valid(d, kind, &forced)) return forced;
-    const cml__gemm_sm90_config *t = tuned_config(d, kind);
+    const cml__gemm_sm90_config *t = tuned_config(ctx, d, kind);
     if (t) {
         if (tuned) *tuned = true;
         return *t;
