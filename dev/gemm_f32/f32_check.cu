@@ -1,16 +1,20 @@
 /* A standalone check of the library's f32 GEMM file (src/kernels/cuda/gemm/gemm_f32.cu,
  * linked in as an object) against cublasSgemm, for when a full library build does not
  * fit in the device time left: the few runtime functions the file calls are stubbed
- * here. Checks every transpose on odd shapes, strided batches and one epilogue
- * (alpha, beta * C, column bias, ReLU: the reference applies them to cuBLAS's product
- * on the host), poisons D first and runs twice (bitwise equal), then times cml__gemm_f32
- * (epilogue included) against cuBLAS on square sizes.
+ * here. Checks every tile configuration (forced through cml__gemm_f32_force_config, and
+ * the cost estimate's own pick) on odd shapes in every transpose, strided batches and one
+ * epilogue (alpha, beta * C, column bias, ReLU: the reference applies them to cuBLAS's
+ * product on the host), poisons D first and runs twice (bitwise equal); then times
+ * cml__gemm_f32 (epilogue included, D = A B) under every configuration against cuBLAS on
+ * the shapes of `camel bench gemm --set square,gpt2,batched` (same method: L2 flushed
+ * before each call, ours and cuBLAS alternating, median).
  *
  *   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I src -I include \
  *        -Xcompiler=-fno-exceptions,-fno-threadsafe-statics -DCML_HAVE_CUDA=1 \
  *        -c src/kernels/cuda/gemm/gemm_f32.cu -o gemm_f32.o
  *   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I src -I include \
- *        dev/gemm_f32/f32_check.cu gemm_f32.o -lcublas -o f32_check && ./f32_check */
+ *        dev/gemm_f32/f32_check.cu gemm_f32.o -lcublas -o f32_check
+ *   ./f32_check [--reps 11] [--only-pick] [--no-check] [--set square,gpt2,batched] */
 #include <cublas_v2.h>
 #include <math.h>
 #include <stdarg.h>
@@ -166,57 +170,150 @@ static int cmpf(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+typedef struct shape {
+    const char *set, *name;
+    bool a_t, b_t;
+    int M, N, K, batch;
+} shape;
+
+/* The cases of `camel bench gemm --dtype f32 --set square,gpt2,batched --sizes 2048,4096,8192`. */
+static const shape SHAPES[] = {
+    {"square", "2048", 0, 0, 2048, 2048, 2048, 1},        {"square", "4096", 0, 0, 4096, 4096, 4096, 1},
+    {"square", "8192", 0, 0, 8192, 8192, 8192, 1},        {"gpt2", "qkv fwd", 0, 1, 8192, 2304, 768, 1},
+    {"gpt2", "qkv dx", 0, 0, 8192, 768, 2304, 1},         {"gpt2", "qkv dw", 1, 0, 2304, 768, 8192, 1},
+    {"gpt2", "proj fwd", 0, 1, 8192, 768, 768, 1},        {"gpt2", "proj dx", 0, 0, 8192, 768, 768, 1},
+    {"gpt2", "proj dw", 1, 0, 768, 768, 8192, 1},         {"gpt2", "fc fwd", 0, 1, 8192, 3072, 768, 1},
+    {"gpt2", "fc dx", 0, 0, 8192, 768, 3072, 1},          {"gpt2", "fc dw", 1, 0, 3072, 768, 8192, 1},
+    {"gpt2", "mproj fwd", 0, 1, 8192, 768, 3072, 1},      {"gpt2", "mproj dx", 0, 0, 8192, 3072, 768, 1},
+    {"gpt2", "mproj dw", 1, 0, 768, 3072, 8192, 1},       {"gpt2", "lm fwd", 0, 1, 8192, 50304, 768, 1},
+    {"gpt2", "lm dx", 0, 0, 8192, 768, 50304, 1},         {"gpt2", "lm dw", 1, 0, 50304, 768, 8192, 1},
+    {"batched", "64x1024^3", 0, 0, 1024, 1024, 1024, 64}, {"batched", "8192x8192x1024", 0, 0, 8192, 8192, 1024, 1},
+};
+
+static float *flush_buf;
+static cudaEvent_t e0, e1;
+static cudaStream_t stream;
+
+/* ms of one call (L2 flushed first); side 0: ours (config `cfg`, NULL = pick), 1: cuBLAS. */
+static float time_once(int side, const cml_gemm_desc *d, float *D, const float *A, const float *B, int flush) {
+    CK(cudaMemsetAsync(flush_buf, flush & 0xFF, 256 << 20, stream));
+    CK(cudaEventRecord(e0, stream));
+    if (side == 0) {
+        if (cml__gemm_f32(&ctx, d, D, A, B, NULL) != CML_OK) {
+            printf("FAILED: %s\n", last_error);
+            exit(1);
+        }
+    } else {
+        const float one = 1.0f, zero = 0.0f;
+        cublasSgemmStridedBatched(blas, d->op_b == CML_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                  d->op_a == CML_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N, (int)d->N, (int)d->M, (int)d->K,
+                                  &one, B, (int)d->ldb, d->stride_b, A, (int)d->lda, d->stride_a, &zero, D,
+                                  (int)d->ldd, d->stride_d, (int)d->batch);
+    }
+    CK(cudaEventRecord(e1, stream));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    return ms;
+}
+
 int main(int argc, char **argv) {
+    int reps = 11;
+    bool only_pick = false, check = true;
+    const char *sets = "square,gpt2,batched";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--only-pick")) only_pick = true;
+        else if (!strcmp(argv[i], "--no-check")) check = false;
+        else if (!strcmp(argv[i], "--set") && i + 1 < argc) sets = argv[++i];
+    }
+    if (reps < 1 || reps > 64) reps = 11;
     ctx.device.type = CML_CUDA;
     ctx.device.index = 0;
-    cudaStream_t st;
-    CK(cudaStreamCreate(&st));
-    ctx.stream = st;
+    CK(cudaStreamCreate(&stream));
+    ctx.stream = stream;
     cublasCreate(&blas);
-    cublasSetStream(blas, st);
+    cublasSetStream(blas, stream);
     cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH);
-    static const int shapes[][4] = {{1, 1, 1, 1},     {7, 127, 5, 1},    {127, 1025, 9, 1}, {1025, 130, 1023, 1},
-                                    {300, 77, 4095, 1}, {70, 90, 50, 3}, {1920, 1088, 24, 1}, {2048, 2048, 16, 1},
-                                    {4100, 4093, 19, 1}, {3, 5, 4, 70000}};
-    int bad = 0, cases = 0;
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-        for (int t = 0; t < 4; t++) {
-            bad += check_case(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], t & 1, t & 2, (int)(s % 3),
-                              s % 2 == 1);
-            cases++;
-        }
-    printf("correctness: %d of %d cases wrong\n", bad, cases);
+    int n_cfg = 0;
+    while (cml__gemm_f32_config_at(n_cfg)) n_cfg++;
 
-    /* timing: square NN, D = A B through cml__gemm_f32 (epilogue store included) vs cublasSgemm */
-    float *flush, *A, *B, *D;
-    const int nmax = 8192;
-    CK(cudaMalloc(&flush, 256 << 20));
-    CK(cudaMalloc(&A, (size_t)nmax * nmax * 4));
-    CK(cudaMalloc(&B, (size_t)nmax * nmax * 4));
-    CK(cudaMalloc(&D, (size_t)nmax * nmax * 4));
-    fill(A, (size_t)nmax * nmax, 1), fill(B, (size_t)nmax * nmax, 2);
-    cudaEvent_t e0, e1;
+    int bad = 0;
+    if (check) {
+        static const int shapes[][4] = {{1, 1, 1, 1},       {7, 127, 5, 1},    {127, 1025, 9, 1},  {1025, 130, 1023, 1},
+                                        {300, 77, 4095, 1}, {70, 90, 50, 3},   {1920, 1088, 24, 1}, {2048, 2048, 16, 1},
+                                        {4100, 4093, 19, 1}, {3, 5, 4, 70000}, {257, 129, 33, 2}};
+        for (int c = -1; c < n_cfg; c++) {
+            const char *name = c < 0 ? NULL : cml__gemm_f32_config_at(c);
+            cml__gemm_f32_force_config(name);
+            int bad_c = 0, cases = 0;
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+                for (int t = 0; t < 4; t++) {
+                    bad_c += check_case(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], t & 1, t & 2,
+                                        (int)(s % 3), s % 2 == 1);
+                    cases++;
+                }
+            printf("correctness (%s): %d of %d cases wrong\n", name ? name : "pick", bad_c, cases);
+            bad += bad_c;
+        }
+        cml__gemm_f32_force_config(NULL);
+    }
+
+    /* timing: D = A B on the bench's shapes, every configuration and the pick, vs cuBLAS */
+    size_t max_a = 0, max_b = 0, max_d = 0;
+    for (size_t s = 0; s < sizeof SHAPES / sizeof SHAPES[0]; s++) {
+        const shape *x = &SHAPES[s];
+        const size_t bt = (size_t)x->batch;
+        max_a = max_a > bt * x->M * x->K ? max_a : bt * x->M * x->K;
+        max_b = max_b > bt * x->K * x->N ? max_b : bt * x->K * x->N;
+        max_d = max_d > bt * x->M * x->N ? max_d : bt * x->M * x->N;
+    }
+    float *A, *B, *D;
+    CK(cudaMalloc(&flush_buf, 256 << 20));
+    CK(cudaMalloc(&A, max_a * 4));
+    CK(cudaMalloc(&B, max_b * 4));
+    CK(cudaMalloc(&D, max_d * 4));
+    fill(A, max_a, 1), fill(B, max_b, 2);
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    const int reps = argc > 1 ? atoi(argv[1]) : 11;
-    printf("%6s %-10s %9s %9s %7s\n", "n", "config", "ours TF/s", "cuBLAS", "ratio");
-    for (int n = 1024; n <= nmax; n *= 2) {
-        cml_gemm_desc d = cml_gemm_desc_init(CML_OP_N, CML_OP_N, n, n, n, 1, CML_F32, CML_F32);
+    printf("\ntiming: TFLOP/s, median of %d calls each, L2 flushed; ratio = ours / cuBLAS\n", reps);
+    printf("%-8s %-15s %2s %7s", "set", "shape", "op", "cuBLAS");
+    printf(" %-22s", "pick");
+    if (!only_pick)
+        for (int c = 0; c < n_cfg; c++) printf(" %14s", cml__gemm_f32_config_at(c));
+    printf("\n");
+    for (size_t s = 0; s < sizeof SHAPES / sizeof SHAPES[0]; s++) {
+        const shape *x = &SHAPES[s];
+        if (!strstr(sets, x->set)) continue;
+        cml_gemm_desc d = cml_gemm_desc_init(x->a_t ? CML_OP_T : CML_OP_N, x->b_t ? CML_OP_T : CML_OP_N, x->M, x->N, x->K,
+                                             x->batch, CML_F32, CML_F32);
+        const double flop = 2.0 * x->M * (double)x->N * x->K * x->batch;
         float t[2][64];
-        const float one = 1.0f, zero = 0.0f;
+        /* cuBLAS once per shape, alternating with the pick (as the bench does) */
+        cml__gemm_f32_force_config(NULL);
         for (int i = -2; i < reps; i++)
             for (int side = 0; side < 2; side++) {
-                CK(cudaMemsetAsync(flush, i & 0xFF, 256 << 20, st));
-                CK(cudaEventRecord(e0, st));
-                if (side == 0) cml__gemm_f32(&ctx, &d, D, A, B, NULL);
-                else cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, B, n, A, n, &zero, D, n);
-                CK(cudaEventRecord(e1, st));
-                CK(cudaEventSynchronize(e1));
-                if (i >= 0) CK(cudaEventElapsedTime(&t[side][i], e0, e1));
+                const float ms = time_once(side, &d, D, A, B, i);
+                if (i >= 0) t[side][i] = ms;
             }
         qsort(t[0], reps, 4, cmpf), qsort(t[1], reps, 4, cmpf);
-        const double flop = 2.0 * n * (double)n * n, ours = flop / t[0][reps / 2] * 1e-9, ref = flop / t[1][reps / 2] * 1e-9;
-        printf("%6d %-10s %9.2f %9.2f %7.3f\n", n, cml__gemm_f32_config_name(&ctx, &d), ours, ref, ours / ref);
+        const double ref = flop / t[1][reps / 2] * 1e-9, pick = flop / t[0][reps / 2] * 1e-9;
+        printf("%-8s %-15s %c%c %7.2f %6.2f %5.3f %-9s", x->set, x->name, x->a_t ? 'T' : 'N', x->b_t ? 'T' : 'N', ref,
+               pick, pick / ref, cml__gemm_f32_config_name(&ctx, &d));
+        if (!only_pick)
+            for (int c = 0; c < n_cfg; c++) {
+                cml__gemm_f32_force_config(cml__gemm_f32_config_at(c));
+                for (int i = -1; i < reps; i++) {
+                    const float ms = time_once(0, &d, D, A, B, i);
+                    if (i >= 0) t[0][i] = ms;
+                }
+                qsort(t[0], reps, 4, cmpf);
+                const double ours = flop / t[0][reps / 2] * 1e-9;
+                printf(" %6.2f %5.3f  ", ours, ours / ref);
+            }
+        cml__gemm_f32_force_config(NULL);
+        printf("\n");
+        fflush(stdout);
     }
     return bad ? 1 : 0;
 }

@@ -4,8 +4,10 @@
  *  - which problems the path takes (alignment of A/B, leading dimensions and
  *    batch strides multiples of 4, f32 inputs, default math, K >= 1);
  *  - a shape sweep with 1, 7, 127, 1025, 4095, K not a multiple of the k-tile,
- *    padded leading dimensions, all four transposes; every tile configuration
- *    must have run at least once (the sweep checks which one each shape got);
+ *    padded leading dimensions, all four transposes; the cost estimate must pick
+ *    at least three configurations over the sweep, and every tile configuration is
+ *    also forced (cml__gemm_f32_force_config) on shapes with partial tiles on every
+ *    edge, with and without an epilogue, batched;
  *  - every epilogue option (alpha, beta with C or C aliasing D, row and column
  *    bias, ReLU, GELU, GELU with aux, dGELU, tensor and vector scales) and f16 /
  *    bf16 outputs;
@@ -271,7 +273,40 @@ static void test_shapes(void) {
     printf("  tile configurations run:");
     for (int i = 0; i < n_seen; i++) printf(" %s", seen_configs[i]);
     printf("\n");
-    CHECK_MSG(n_seen >= 3, "only %d of the 3 tile configurations ran", n_seen);
+    CHECK_MSG(n_seen >= 3, "the cost estimate picked only %d tile configurations", n_seen);
+}
+
+/* Every configuration, forced, on partial tiles in m, n and k, all transposes; an epilogue
+ * with beta, row bias and GELU + aux (its general, non-vector stores) on odd ld. */
+static void test_forced_configs(void) {
+    static const int64_t shapes[][4] = {{257, 129, 33, 1}, {33, 200, 17, 2}, {130, 70, 333, 1}};
+    int forced = 0;
+    for (int i = 0; cml__gemm_f32_config_at(i) != NULL; i++) {
+        const char *name = cml__gemm_f32_config_at(i);
+        CHECK(cml__gemm_f32_force_config(name));
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int t = 0; t < 4; t++) {
+                f32_case c = plain(t & 1 ? CML_OP_T : CML_OP_N, t & 2 ? CML_OP_T : CML_OP_N, shapes[s][0],
+                                   shapes[s][1], shapes[s][2], shapes[s][3]);
+                c.pad4 = (int64_t)(s + t) % 3;
+                c.offset = t % 2 ? 4 : 0;
+                if (s == 2) {
+                    c.g.beta = 0.5f;
+                    c.g.bias = true;
+                    c.g.bias_axis = CML_BIAS_PER_ROW;
+                    c.g.epilogue = t % 2 ? CML_EPILOGUE_GELU_TANH_AUX : CML_EPILOGUE_RELU;
+                }
+                cml_gemm_desc d = cml_gemm_desc_f32(c.g.op_a, c.g.op_b, c.g.M, c.g.N, c.g.K, c.g.batch);
+                CHECK_MSG(strcmp(cml__gemm_f32_config_name(gctx, &d), name) == 0, "forcing %s ran %s", name,
+                          cml__gemm_f32_config_name(gctx, &d));
+                run_case(&c, true);
+            }
+        forced++;
+    }
+    CHECK(!cml__gemm_f32_force_config("no-such-config"));
+    CHECK(cml__gemm_f32_force_config(NULL));
+    printf("  %d configurations forced\n", forced);
+    CHECK_MSG(forced >= 3, "only %d configurations", forced);
 }
 
 static void test_epilogues(void) {
@@ -324,6 +359,7 @@ int main(void) {
     if (rc) return rc;
     RUN(test_takes);
     RUN(test_shapes);
+    RUN(test_forced_configs);
     RUN(test_epilogues);
     RUN(test_batches);
     return th_finish();

@@ -128,6 +128,12 @@ cml_status cml__gemm_f32(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, const
                          const void *C);
 /* The tile configuration cml__gemm_f32 uses for desc ("256x128x8", ...; for tests and benchmarks). */
 const char *cml__gemm_f32_config_name(const cml_ctx *ctx, const cml_gemm_desc *desc);
+/* The name of f32 tile configuration `index` (0, 1, ...; NULL past the last one). */
+const char *cml__gemm_f32_config_at(int index);
+/* For tests and dev tools: every later f32 GEMM runs with the named configuration where its
+ * grid fits (NULL: back to the cost estimate); false (and no forcing) for an unknown name.
+ * Process-wide, not thread-safe. */
+bool cml__gemm_f32_force_config(const char *name);
 cml_status cml__gemm_simt(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, const void *A, const void *B,
                           const void *C);
 /* Bytes of ctx workspace cml__gemm_cuda takes for desc (the dbias partial sums; plus

@@ -5,7 +5,7 @@
  * (bitwise repeatable; no split over K).
  *
  * Layout (the "classic ladder" up to warp tiling):
- *  - each thread holds TM x 8 accumulators (TM = 8 or 16) as sub-tiles of 4 x 4,
+ *  - each thread holds TM x 8 accumulators (TM = 4, 8 or 16) as sub-tiles of 4 x 4,
  *    16 rows and 32 columns apart; a warp's lanes form a 4 (m) x 8 (n) grid, so a
  *    warp owns 4*TM x 64 of the tile. The fragment loads of one k are TM/4
  *    16-byte LDS for A (4 distinct addresses in the warp) and two for B (8
