@@ -125,20 +125,20 @@ static __global__ void __launch_bounds__(CML_F32_THREADS(BM, BN, TM), MINB)
  * 65536 / (blocks x threads)), rates: TFLOP/s with every SM full, by how many operands are
  * stored contiguous along K: 0 (op TN), 1 (NN, TT), 2 (NT)), largest tiles first. The rates
  * and warp_share below are fitted (dev/gemm_f32/fit_pick.py) to every configuration timed
- * on the 20 shapes of `camel bench gemm --dtype f32 --set square,gpt2,batched` (run 1 in
- * dev/gemm_f32/README.md). Why these five:
- *   L16  128x128x16, 16x8, 128 threads, 2/SM (8 warps): the best square and NN/TN rate
- *   V6   128x128x16,  8x8, 256 threads, 2/SM (16 warps): latency hiding for NT (both
+ * on the 20 shapes of `camel bench gemm --dtype f32 --set square,gpt2,batched` (run 3 in
+ * dev/gemm_f32/README.md; refitted to run 4). Why these five:
+ *   L16  128x128x16, 16x8, 128 threads, 2/SM (8 warps): the best TN rate with many tiles (lm dW)
+ *   V6   128x128x16,  8x8, 256 threads, 2/SM (16 warps): the best on squares, NN and NT (both
  *        operands loaded along K), and a last partial wave of 8-warp blocks
  *   M     64x128x8,   8x8, 128 threads, 3/SM; S 64x64x8, 8x8, 64 threads, 6/SM; T16
  *        32x64x16, 4x8, 64 threads, 8/SM: more, smaller tiles when the tiles are few
  *        (the K = 8192 weight gradients: split-K is not used, to keep one summation order) */
 #define F32_CONFIGS(X)                                \
-    X(L16, 128, 128, 16, 16, 2, 44.9, 43.7, 40.9)     \
-    X(V6, 128, 128, 16, 8, 2, 45.2, 42.1, 41.3)       \
-    X(M, 64, 128, 8, 8, 3, 45.5, 38.8, 37.4)          \
-    X(S, 64, 64, 8, 8, 6, 41.1, 38.3, 36.5)           \
-    X(T16, 32, 64, 16, 4, 8, 36.8, 35.1, 30.9)
+    X(L16, 128, 128, 16, 16, 2, 45.6, 41.8, 41.3)     \
+    X(V6, 128, 128, 16, 8, 2, 44.8, 45.6, 42.6)       \
+    X(M, 64, 128, 8, 8, 3, 45.9, 40.3, 37.0)          \
+    X(S, 64, 64, 8, 8, 6, 40.9, 38.0, 36.7)           \
+    X(T16, 32, 64, 16, 4, 8, 36.2, 34.5, 30.8)
 
 #define F32_ENUM(id, bm, bn, bk, tm, minb, r0, r1, r2) CFG_##id,
 typedef enum f32_config { F32_CONFIGS(F32_ENUM) CFG_COUNT } f32_config;
