@@ -100,7 +100,7 @@ bool bg_state_open(bg_state *s, const bg_case *cases, int n, int reps) {
         cli_fail("creating the CUDA context", "is a GPU visible? (nvidia-smi)");
         return false;
     }
-    s->st = (cudaStream_t)cml__ctx_stream(s->ctx);
+    s->st = (cudaStream_t)cml_ctx_stream(s->ctx);
     if (cublasCreate(&s->blas) != CUBLAS_STATUS_SUCCESS || cublasLtCreate(&s->lt) != CUBLAS_STATUS_SUCCESS) {
         fprintf(stderr, "camel bench gemm: cublasCreate / cublasLtCreate failed\n");
         return false;

@@ -228,7 +228,7 @@ static bool setup(bench *b, int64_t elems, int64_t rows) {
         cli_fail("creating the CUDA context", "is a GPU visible? (nvidia-smi)");
         return false;
     }
-    b->st = (cudaStream_t)cml__ctx_stream(b->ctx);
+    b->st = (cudaStream_t)cml_ctx_stream(b->ctx);
     CUDA_OK(cudaEventCreate(&b->ev0));
     CUDA_OK(cudaEventCreate(&b->ev1));
     b->flush = dmalloc(FLUSH_BYTES);

@@ -367,7 +367,7 @@ static void setup(bench *b) {
         fprintf(stderr, "camel bench membound: no CUDA context: %s\n", cml_last_error());
         exit(1);
     }
-    b->st = (cudaStream_t)cml__ctx_stream(b->ctx);
+    b->st = (cudaStream_t)cml_ctx_stream(b->ctx);
     CUDA_OK(cudaEventCreate(&b->ev0));
     CUDA_OK(cudaEventCreate(&b->ev1));
     int l2 = 0;

@@ -73,6 +73,10 @@ void cml_ctx_destroy(cml_ctx *ctx);
 cml_device cml_ctx_device(const cml_ctx *ctx);
 /* Waits until all work queued on the context is done (a no-op on the CPU). */
 cml_status cml_ctx_synchronize(cml_ctx *ctx);
+/* The context's stream: a cudaStream_t on CUDA (NULL on the CPU), for working with other
+ * CUDA code in stream order, e.g. torch.cuda.ExternalStream in PyTorch or cuBLAS's
+ * cublasSetStream. The context owns it: do not destroy it. */
+void *cml_ctx_stream(const cml_ctx *ctx);
 /* Returns a workspace of at least nbytes owned by the context (valid until the
  * next call that asks for more, or until the context is destroyed). */
 cml_status cml_ctx_workspace(cml_ctx *ctx, void **ptr, size_t nbytes);

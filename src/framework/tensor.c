@@ -13,7 +13,7 @@
  * the framework queues all its work on: allocated and freed on its stream. */
 static void *storage_stream(cml_device dev) {
     cml_ctx *ctx = dev.type == CML_CPU ? NULL : cml__ctx_default_existing(dev);
-    return ctx ? cml__ctx_stream(ctx) : NULL;
+    return ctx ? cml_ctx_stream(ctx) : NULL;
 }
 
 static cml_storage *storage_new(size_t nbytes, cml_device dev) {

@@ -47,7 +47,7 @@ void cml_ctx_destroy(cml_ctx *ctx) {
 
 cml_device cml_ctx_device(const cml_ctx *ctx) { return ctx->device; }
 
-void *cml__ctx_stream(const cml_ctx *ctx) { return ctx->stream; }
+void *cml_ctx_stream(const cml_ctx *ctx) { return ctx ? ctx->stream : NULL; }
 
 cml_status cml_ctx_synchronize(cml_ctx *ctx) {
     CML_CHECK_ARG(ctx, "cml_ctx_synchronize: ctx must not be NULL");

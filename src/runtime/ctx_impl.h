@@ -16,9 +16,6 @@ struct cml_ctx {
 extern "C" {
 #endif
 
-/* The stream of a context (cudaStream_t on CUDA, NULL on the CPU). */
-void *cml__ctx_stream(const cml_ctx *ctx);
-
 /* The default context of d if it exists now, else NULL; never creates one
  * (so it is safe while the default contexts are being destroyed at exit). */
 cml_ctx *cml__ctx_default_existing(cml_device d);

@@ -29,13 +29,13 @@ static inline int n_test_dtypes(void) { return under_sanitizer() ? 2 : N_TEST_DT
 static inline void *dev_alloc(size_t n) {
     const cml_allocator *a = cml_allocator_default(gpu);
     void *p = NULL;
-    if (!a || a->alloc(a->state, &p, n ? n : 1, cml__ctx_stream(gctx)) != CML_OK) return NULL;
+    if (!a || a->alloc(a->state, &p, n ? n : 1, cml_ctx_stream(gctx)) != CML_OK) return NULL;
     return p;
 }
 
 static inline void dev_free(void *p, size_t n) {
     const cml_allocator *a = cml_allocator_default(gpu);
-    if (a && p) a->free(a->state, p, n ? n : 1, cml__ctx_stream(gctx));
+    if (a && p) a->free(a->state, p, n ? n : 1, cml_ctx_stream(gctx));
 }
 
 static inline void upload(void *d, const void *h, size_t n) { CHECK_OK(cml__cuda_memcpy(gctx, d, h, n, true, "upload")); }

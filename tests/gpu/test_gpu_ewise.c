@@ -24,13 +24,13 @@ static cml_rng rng;
 static void *dev_alloc(size_t n) {
     const cml_allocator *a = cml_allocator_default(gpu);
     void *p = NULL;
-    if (!a || a->alloc(a->state, &p, n ? n : 1, cml__ctx_stream(gctx)) != CML_OK) return NULL;
+    if (!a || a->alloc(a->state, &p, n ? n : 1, cml_ctx_stream(gctx)) != CML_OK) return NULL;
     return p;
 }
 
 static void dev_free(void *p, size_t n) {
     const cml_allocator *a = cml_allocator_default(gpu);
-    if (a && p) a->free(a->state, p, n ? n : 1, cml__ctx_stream(gctx));
+    if (a && p) a->free(a->state, p, n ? n : 1, cml_ctx_stream(gctx));
 }
 
 static void upload(void *d, const void *h, size_t n) { CHECK_OK(cml__cuda_memcpy(gctx, d, h, n, true, "upload")); }
@@ -394,11 +394,11 @@ static void test_unsupported_dtypes(void) {
 
 static void test_contexts(void) {
     CHECK(cml_ctx_default(gpu) == gctx);
-    CHECK(cml__ctx_stream(gctx) != NULL);
+    CHECK(cml_ctx_stream(gctx) != NULL);
     cml_ctx *own = NULL;
     CHECK_OK(cml_ctx_create(&own, gpu));
     if (own) {
-        CHECK(cml__ctx_stream(own) != NULL && cml__ctx_stream(own) != cml__ctx_stream(gctx));
+        CHECK(cml_ctx_stream(own) != NULL && cml_ctx_stream(own) != cml_ctx_stream(gctx));
         void *w = NULL;
         CHECK_OK(cml_ctx_workspace(own, &w, 1000));
         CHECK_OK(cml_ctx_workspace(own, &w, 1 << 20));
