@@ -196,7 +196,9 @@ def main():
         meta = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
                 "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 "command": " ".join(sys.argv), "reps": args.reps, "warmup": 3, "flush_bytes": args.flush_bytes,
-                "tokens": args.tokens, "hidden": args.hidden, "commit": args.commit}
+                "tokens": args.tokens, "hidden": args.hidden, "commit": args.commit,
+                "method": "ours and SDPA in turns, one process, same buffers",
+                "reference": {"torch": torch.__version__, "cudnn": torch.backends.cudnn.version()}}
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "results": results}, f, indent=1)
         print(f"wrote {args.json}")
