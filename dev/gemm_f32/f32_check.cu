@@ -9,12 +9,19 @@
  * the shapes of `camel bench gemm --set square,gpt2,batched` (same method: L2 flushed
  * before each call, ours and cuBLAS alternating, median).
  *
+ * Split K: --splits 1,2,4,8 also forces each of those K splits (cml__gemm_f32_force_splits)
+ * in every timed configuration (a column "config/sN" for N > 1, the plain config column for 1)
+ * and runs the correctness cases with the pick's configuration under each split count > 1;
+ * --match dw times only the shapes whose name contains "dw". The pick column shows the
+ * estimate's choice as config/sN when it splits.
+ *
  *   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I src -I include \
  *        -Xcompiler=-fno-exceptions,-fno-threadsafe-statics -DCML_HAVE_CUDA=1 \
  *        -c src/kernels/cuda/gemm/gemm_f32.cu -o gemm_f32.o
  *   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I src -I include \
  *        dev/gemm_f32/f32_check.cu gemm_f32.o -lcublas -o f32_check
- *   ./f32_check [--reps 11] [--only-pick] [--no-check] [--set square,gpt2,batched] */
+ *   ./f32_check [--reps 11] [--only-pick] [--no-check] [--set square,gpt2,batched] [--match dw]
+ *               [--splits 1,2,4,8] */
 #include <cublas_v2.h>
 #include <math.h>
 #include <stdarg.h>
@@ -44,6 +51,18 @@ extern "C" int cml__cuda_sm_count(int device) {
     return n;
 }
 extern "C" const char *cml_dtype_name(cml_dtype dt) { return dt == CML_F32 ? "f32" : "other"; }
+/* The split-K partials: one growing device buffer, like the runtime's (freed after a sync, as
+ * nothing here overlaps). */
+extern "C" cml_status cml_ctx_workspace(cml_ctx *ctx, void **ptr, size_t nbytes) {
+    if (nbytes > ctx->workspace_size) {
+        if (ctx->workspace) cudaStreamSynchronize((cudaStream_t)ctx->stream), cudaFree(ctx->workspace);
+        ctx->workspace = NULL, ctx->workspace_size = 0;
+        if (cudaMalloc(&ctx->workspace, nbytes) != cudaSuccess) return cml__error(CML_ERR_OOM, "workspace of %zu bytes", nbytes);
+        ctx->workspace_size = nbytes;
+    }
+    *ptr = ctx->workspace;
+    return CML_OK;
+}
 extern "C" cml_gemm_desc cml_gemm_desc_init(cml_op op_a, cml_op op_b, int64_t M, int64_t N, int64_t K, int64_t batch,
                                             cml_dtype ab, cml_dtype cd) {
     cml_gemm_desc d;
@@ -156,8 +175,9 @@ static int check_case(int M, int N, int K, int batch, bool a_t, bool b_t, int pa
         if (!inside && u != 0xFFFFFFFFu) touched++;
     }
     if (!(err < 1e-5) || touched) {
-        printf("  WRONG %dx%dx%d b=%d %c%c epi=%d: rel err %.3g, %d padding elements written (config %s)\n", M, N, K,
-               batch, a_t ? 'T' : 'N', b_t ? 'T' : 'N', epi, err, touched, cml__gemm_f32_config_name(&ctx, &d));
+        printf("  WRONG %dx%dx%d b=%d %c%c epi=%d: rel err %.3g, %d padding elements written (config %s, %d splits)\n",
+               M, N, K, batch, a_t ? 'T' : 'N', b_t ? 'T' : 'N', epi, err, touched,
+               cml__gemm_f32_config_name(&ctx, &d), cml__gemm_f32_splits(&ctx, &d));
         bad++;
     }
     free(h1), free(h2), free(hr), free(hc), free(hb);
@@ -220,12 +240,28 @@ static float time_once(int side, const cml_gemm_desc *d, float *D, const float *
 int main(int argc, char **argv) {
     int reps = 11;
     bool only_pick = false, check = true;
-    const char *sets = "square,gpt2,batched";
+    const char *sets = "square,gpt2,batched", *match = "";
+    int splits[16] = {1}, n_splits = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--only-pick")) only_pick = true;
         else if (!strcmp(argv[i], "--no-check")) check = false;
         else if (!strcmp(argv[i], "--set") && i + 1 < argc) sets = argv[++i];
+        else if (!strcmp(argv[i], "--match") && i + 1 < argc) match = argv[++i];
+        else if (!strcmp(argv[i], "--splits") && i + 1 < argc) {
+            n_splits = 0;
+            for (char *p = argv[++i]; *p && n_splits < 16;) {
+                const int v = (int)strtol(p, &p, 10);
+                if (!cml__gemm_f32_force_splits(v) || v < 1) {
+                    fprintf(stderr, "--splits: %d is not a split count (1..16)\n", v);
+                    return 2;
+                }
+                splits[n_splits++] = v;
+                if (*p == ',') p++;
+            }
+            cml__gemm_f32_force_splits(0);
+            if (n_splits == 0) splits[n_splits++] = 1;
+        }
     }
     if (reps < 1 || reps > 64) reps = 11;
     ctx.device.type = CML_CUDA;
@@ -257,6 +293,20 @@ int main(int argc, char **argv) {
             bad += bad_c;
         }
         cml__gemm_f32_force_config(NULL);
+        for (int j = 0; j < n_splits; j++) { /* split K, forced, with the estimate's configuration */
+            if (splits[j] == 1) continue;
+            cml__gemm_f32_force_splits(splits[j]);
+            int bad_c = 0, cases = 0;
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+                for (int t = 0; t < 4; t++) {
+                    bad_c += check_case(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], t & 1, t & 2,
+                                        (int)(s % 3), s % 2 == 0);
+                    cases++;
+                }
+            printf("correctness (pick, %d splits forced): %d of %d cases wrong\n", splits[j], bad_c, cases);
+            bad += bad_c;
+        }
+        cml__gemm_f32_force_splits(0);
     }
 
     /* timing: D = A B on the bench's shapes, every configuration and the pick, vs cuBLAS */
@@ -280,11 +330,17 @@ int main(int argc, char **argv) {
     printf("%-8s %-15s %2s %7s", "set", "shape", "op", "cuBLAS");
     printf(" %-22s", "pick");
     if (!only_pick)
-        for (int c = 0; c < n_cfg; c++) printf(" %14s", cml__gemm_f32_config_at(c));
+        for (int c = 0; c < n_cfg; c++)
+            for (int j = 0; j < n_splits; j++) {
+                char col[64];
+                if (splits[j] == 1) snprintf(col, sizeof col, "%s", cml__gemm_f32_config_at(c));
+                else snprintf(col, sizeof col, "%s/s%d", cml__gemm_f32_config_at(c), splits[j]);
+                printf(" %14s", col);
+            }
     printf("\n");
     for (size_t s = 0; s < sizeof SHAPES / sizeof SHAPES[0]; s++) {
         const shape *x = &SHAPES[s];
-        if (!strstr(sets, x->set)) continue;
+        if (!strstr(sets, x->set) || !strstr(x->name, match)) continue;
         cml_gemm_desc d = cml_gemm_desc_init(x->a_t ? CML_OP_T : CML_OP_N, x->b_t ? CML_OP_T : CML_OP_N, x->M, x->N, x->K,
                                              x->batch, CML_F32, CML_F32);
         const double flop = 2.0 * x->M * (double)x->N * x->K * x->batch;
@@ -298,20 +354,27 @@ int main(int argc, char **argv) {
             }
         qsort(t[0], reps, 4, cmpf), qsort(t[1], reps, 4, cmpf);
         const double ref = flop / t[1][reps / 2] * 1e-9, pick = flop / t[0][reps / 2] * 1e-9;
+        char pick_name[64];
+        const int pick_splits = cml__gemm_f32_splits(&ctx, &d);
+        if (pick_splits > 1) snprintf(pick_name, sizeof pick_name, "%s/s%d", cml__gemm_f32_config_name(&ctx, &d), pick_splits);
+        else snprintf(pick_name, sizeof pick_name, "%s", cml__gemm_f32_config_name(&ctx, &d));
         printf("%-8s %-15s %c%c %7.2f %6.2f %5.3f %-9s", x->set, x->name, x->a_t ? 'T' : 'N', x->b_t ? 'T' : 'N', ref,
-               pick, pick / ref, cml__gemm_f32_config_name(&ctx, &d));
+               pick, pick / ref, pick_name);
         if (!only_pick)
-            for (int c = 0; c < n_cfg; c++) {
-                cml__gemm_f32_force_config(cml__gemm_f32_config_at(c));
-                for (int i = -1; i < reps; i++) {
-                    const float ms = time_once(0, &d, D, A, B, i);
-                    if (i >= 0) t[0][i] = ms;
+            for (int c = 0; c < n_cfg; c++)
+                for (int j = 0; j < n_splits; j++) {
+                    cml__gemm_f32_force_config(cml__gemm_f32_config_at(c));
+                    cml__gemm_f32_force_splits(splits[j]);
+                    for (int i = -1; i < reps; i++) {
+                        const float ms = time_once(0, &d, D, A, B, i);
+                        if (i >= 0) t[0][i] = ms;
+                    }
+                    qsort(t[0], reps, 4, cmpf);
+                    const double ours = flop / t[0][reps / 2] * 1e-9;
+                    printf(" %6.2f %5.3f  ", ours, ours / ref);
                 }
-                qsort(t[0], reps, 4, cmpf);
-                const double ours = flop / t[0][reps / 2] * 1e-9;
-                printf(" %6.2f %5.3f  ", ours, ours / ref);
-            }
         cml__gemm_f32_force_config(NULL);
+        cml__gemm_f32_force_splits(0);
         printf("\n");
         fflush(stdout);
     }

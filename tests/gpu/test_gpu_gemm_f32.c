@@ -12,7 +12,11 @@
  *    bias, ReLU, GELU, GELU with aux, dGELU, tensor and vector scales) and f16 /
  *    bf16 outputs;
  *  - strided batches with gaps, a broadcast operand (stride 0), and 65537
- *    batches (more than one launch's grid.z).
+ *    batches (more than one launch's grid.z);
+ *  - split K (cml__gemm_f32_force_splits): K = 1 and 7 (shorter than the splits),
+ *    33, 1025, with every epilogue, f16 / bf16 outputs, every tile configuration,
+ *    batches (65537 too), dbias and the workspace query through cml_gemm, and the
+ *    estimate's own split on a weight-gradient shape.
  * D (and aux) are poisoned (0xFF: NaN) before each run, the padding around
  * them must still be poison afterwards, and two runs must be bitwise identical.
  * Exits 77 ("skipped") without a GPU or in a build without CUDA. */
@@ -81,7 +85,7 @@ static void f32_data_make(gemm_data *x, const f32_case *c) {
     x->aux = gemm_buf_alloc(naux, c->offset, g->d_dtype);
     x->a_scale = gemm_buf_alloc(g->a_scale_mode == CML_SCALE_VECTOR ? M : 1, c->offset, CML_F32);
     x->b_scale = gemm_buf_alloc(g->b_scale_mode == CML_SCALE_VECTOR ? N : 1, c->offset, CML_F32);
-    x->dbias = gemm_buf_alloc(1, 0, CML_F32);
+    x->dbias = gemm_buf_alloc(g->dbias ? Bt * M : 1, c->offset, g->d_dtype);
     gemm_buf_fill(&x->A, -1, 1, &rng);
     gemm_buf_fill(&x->B, -1, 1, &rng);
     gemm_buf_fill(&x->C, -1, 1, &rng);
@@ -354,6 +358,185 @@ static void test_batches(void) {
     run_case(&many, true);
 }
 
+/* The splits a forced count makes: chunks of ceil(K / want) rounded up to 16 (gemm_f32.cu). */
+static int expected_splits(int64_t K, int want) {
+    const int64_t chunk = ((K + want - 1) / want + 15) / 16 * 16;
+    return (int)((K + chunk - 1) / chunk);
+}
+
+/* With `want` splits forced: c's problem must run with the expected number of them. */
+static void check_split_count(const f32_case *c, int want) {
+    cml_gemm_desc d = cml_gemm_desc_f32(c->g.op_a, c->g.op_b, c->g.M, c->g.N, c->g.K, c->g.batch);
+    const int got = cml__gemm_f32_splits(gctx, &d), expect = expected_splits(c->g.K, want);
+    CHECK_MSG(got == expect, "K=%lld, %d splits forced: runs %d, expected %d", (long long)c->g.K, want, got, expect);
+}
+
+/* D and dbias through cml_gemm (the dispatcher: dbias's partials, then the split GEMM's, in one
+ * workspace) with K split, against the float64 reference; the workspace query must cover the
+ * partials; two runs bitwise equal. */
+static void run_split_dbias(const f32_case *c, int want) {
+    char what[400];
+    gemm_case_str(&c->g, what, sizeof what);
+    gemm_data x;
+    f32_data_make(&x, c);
+    const gemm_case *g = &c->g;
+    const int64_t M = g->M, N = g->N, Bt = g->batch;
+    double *ref = malloc(sizeof(double) * (size_t)(Bt * M * N)), *ref_aux = malloc(sizeof(double) * (size_t)(Bt * M * N));
+    double *ref_dbias = malloc(sizeof(double) * (size_t)(Bt * M));
+    float *out = malloc(sizeof(float) * (size_t)(Bt * M * N));
+    unsigned char *got[2] = {malloc(x.D.bytes), malloc(x.D.bytes)};
+    unsigned char *gotb[2] = {malloc(x.dbias.bytes), malloc(x.dbias.bytes)};
+    CHECK(ref && ref_aux && ref_dbias && out && got[0] && got[1] && gotb[0] && gotb[1]);
+    gemm_reference(&x, 1, false, ref, ref_aux, ref_dbias);
+    dev_buf dA = dev_copy(&x.A), dB = dev_copy(&x.B), dC = dev_copy(&x.C), dD = dev_copy(&x.D),
+            dbias = dev_copy(&x.bias), ddb = dev_copy(&x.dbias);
+    cml_gemm_desc d = x.desc;
+    d.bias = g->bias ? dbias.data : NULL;
+    d.aux = NULL;
+    d.a_scale = d.b_scale = NULL;
+    d.dbias = ddb.data;
+    const void *dc = g->beta == 0.0f ? NULL : dC.data;
+    CHECK(cml__gemm_f32_force_splits(want));
+    const char *path = cml__gemm_cuda_path_name(gctx, &d, dD.data, dA.data, dB.data, dc);
+    CHECK_MSG(strcmp(path, "f32") == 0, "%s: path %s, expected f32", what, path);
+    const int splits = cml__gemm_f32_splits(gctx, &d);
+    CHECK_MSG(splits == expected_splits(g->K, want) && splits > 1, "%s: %d splits", what, splits);
+    size_t ws = 0;
+    CHECK_OK(cml_gemm_workspace_size(gctx, &d, &ws));
+    const size_t partials = (size_t)splits * (size_t)(Bt * M * round4(N)) * sizeof(float);
+    CHECK_MSG(ws >= partials, "%s: workspace query %zu bytes < %zu of partials", what, ws, partials);
+    if (dA.storage && dB.storage && dC.storage && dD.storage && ddb.storage && got[0] && got[1] && gotb[0] &&
+        gotb[1]) {
+        for (int run = 0; run < 2; run++) {
+            poison(dD.storage, x.D.bytes);
+            poison(ddb.storage, x.dbias.bytes);
+            CHECK_OK(cml_gemm(gctx, &d, dD.data, dA.data, dB.data, dc));
+            download(got[run], dD.storage, x.D.bytes);
+            download(gotb[run], ddb.storage, x.dbias.bytes);
+        }
+        CHECK_MSG(memcmp(got[0], got[1], x.D.bytes) == 0, "%s: a repeat run differs", what);
+        CHECK_MSG(memcmp(gotb[0], gotb[1], x.dbias.bytes) == 0, "%s: a repeat run's dbias differs", what);
+        gemm_unpack(out, got[0] + ((char *)x.D.data - (char *)x.D.storage), g->d_dtype, Bt, M, N, d.ldd, d.stride_d);
+        const double err = gemm_rel_error_rows(out, ref, Bt, M, N, 1);
+        CHECK_MSG(err <= 1e-5, "%s: relative error %.3g", what, err);
+        check_untouched(what, "D", &x.D, got[0], M, N, Bt, d.ldd, d.stride_d);
+        gemm_unpack(out, gotb[0] + ((char *)x.dbias.data - (char *)x.dbias.storage), g->d_dtype, 1, Bt, M, M, Bt * M);
+        const double errb = gemm_rel_error_rows(out, ref_dbias, 1, Bt, M, 1);
+        CHECK_MSG(errb <= 1e-5, "%s: dbias relative error %.3g", what, errb);
+    }
+    CHECK(cml__gemm_f32_force_splits(0));
+    dev_buf bufs[] = {dA, dB, dC, dD, dbias, ddb};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dev_free(bufs[i].storage, bufs[i].bytes);
+    free(ref);
+    free(ref_aux);
+    free(ref_dbias);
+    free(out);
+    for (int i = 0; i < 2; i++) {
+        free(got[i]);
+        free(gotb[i]);
+    }
+    gemm_data_free(&x);
+}
+
+/* Split K forced (cml__gemm_f32_force_splits): short and odd K, every epilogue, every tile
+ * configuration, batches; then through cml_gemm with dbias; then the estimate's own choice. */
+static void test_split_k(void) {
+    /* K shorter than the splits (one chunk), 33 (chunks of 16, 16, 1), 1025 (the last chunk 17 deep) */
+    static const int64_t ks[] = {1, 7, 33, 1025};
+    static const int wants[] = {2, 4, 8, 16};
+    for (size_t k = 0; k < sizeof ks / sizeof ks[0]; k++)
+        for (size_t w = 0; w < sizeof wants / sizeof wants[0]; w++) {
+            CHECK(cml__gemm_f32_force_splits(wants[w]));
+            for (int t = 0; t < 4; t++) {
+                f32_case c = plain(t & 1 ? CML_OP_T : CML_OP_N, t & 2 ? CML_OP_T : CML_OP_N, 37, 70, ks[k], 1);
+                c.pad4 = (int64_t)(k + (size_t)t) % 3;
+                c.offset = t % 2 ? 4 : 0;
+                check_split_count(&c, wants[w]);
+                run_case(&c, true);
+            }
+        }
+    CHECK(expected_splits(7, 4) == 1 && expected_splits(33, 4) == 3 && expected_splits(1025, 8) == 8);
+    /* every epilogue option over 4 splits of K = 1025, 2 batches; then f16 / bf16 outputs */
+    static const cml_epilogue acts[] = {CML_EPILOGUE_NONE, CML_EPILOGUE_RELU, CML_EPILOGUE_GELU_TANH,
+                                        CML_EPILOGUE_GELU_TANH_AUX, CML_EPILOGUE_DGELU_TANH};
+    CHECK(cml__gemm_f32_force_splits(4));
+    for (int t = 0; t < 4; t++)
+        for (size_t a = 0; a < sizeof acts / sizeof acts[0]; a++) {
+            f32_case c = plain(t & 1 ? CML_OP_T : CML_OP_N, t & 2 ? CML_OP_T : CML_OP_N, 67, 131, 1025, 2);
+            c.pad4 = 1;
+            c.g.epilogue = acts[a];
+            c.g.alpha = 0.75f;
+            c.g.beta = a % 2 ? 0.5f : 0.0f;
+            c.g.c_aliases_d = a == 3; /* C = D: the sum kernel reads each C element before writing it */
+            c.g.bias = a != 0;
+            c.g.bias_axis = a % 2 ? CML_BIAS_PER_ROW : CML_BIAS_PER_COLUMN;
+            c.g.a_scale_mode = (cml_scale_mode)(a % 3);
+            c.g.b_scale_mode = (cml_scale_mode)((a + (size_t)t) % 3);
+            check_split_count(&c, 4);
+            run_case(&c, true);
+        }
+    static const cml_dtype outs[] = {CML_F16, CML_BF16};
+    for (int o = 0; o < 2; o++)
+        for (int t = 0; t < 4; t++) {
+            f32_case c = plain(t & 1 ? CML_OP_T : CML_OP_N, t & 2 ? CML_OP_T : CML_OP_N, 130, 70, 700, 1);
+            c.g.d_dtype = c.g.c_dtype = outs[o];
+            c.g.beta = 1.0f;
+            c.g.bias = true;
+            c.g.epilogue = t % 2 ? CML_EPILOGUE_GELU_TANH_AUX : CML_EPILOGUE_RELU;
+            run_case(&c, true);
+        }
+    /* every tile configuration split in 3, partial tiles on every edge, 2 batches, beta and bias */
+    CHECK(cml__gemm_f32_force_splits(3));
+    for (int i = 0; cml__gemm_f32_config_at(i) != NULL; i++) {
+        CHECK(cml__gemm_f32_force_config(cml__gemm_f32_config_at(i)));
+        for (int t = 0; t < 4; t++) {
+            f32_case c = plain(t & 1 ? CML_OP_T : CML_OP_N, t & 2 ? CML_OP_T : CML_OP_N, 257, 129, 333, 2);
+            c.pad4 = t % 3;
+            c.offset = t % 2 ? 4 : 0;
+            c.g.beta = 0.5f;
+            c.g.bias = true;
+            check_split_count(&c, 3);
+            run_case(&c, true);
+        }
+    }
+    CHECK(cml__gemm_f32_force_config(NULL));
+    /* batches: gaps and a broadcast operand; more than one launch (65535 / 2 batches each) */
+    CHECK(cml__gemm_f32_force_splits(2));
+    for (int t = 0; t < 4; t++) {
+        f32_case c = plain(t & 1 ? CML_OP_T : CML_OP_N, t & 2 ? CML_OP_T : CML_OP_N, 70, 90, 600, 3);
+        c.pad4 = 2;
+        c.g.broadcast_a = t % 2 == 0;
+        c.g.broadcast_b = t % 2 == 1;
+        run_case(&c, true);
+    }
+    f32_case many = plain(CML_OP_N, CML_OP_T, 3, 5, 40, 65537);
+    many.g.bias = true;
+    check_split_count(&many, 2);
+    run_case(&many, true);
+    CHECK(cml__gemm_f32_force_splits(0));
+    CHECK(!cml__gemm_f32_force_splits(17) && !cml__gemm_f32_force_splits(-1));
+    /* through cml_gemm: dbias (its own partials first, in the same workspace), bias, beta */
+    f32_case db = plain(CML_OP_T, CML_OP_N, 260, 132, 2100, 1);
+    db.g.dbias = true;
+    db.g.bias = true;
+    db.g.beta = 0.25f;
+    run_split_dbias(&db, 8);
+    db = plain(CML_OP_N, CML_OP_N, 100, 36, 999, 1);
+    db.g.dbias = true;
+    run_split_dbias(&db, 5);
+    /* the estimate: the GPT-2 output-projection weight gradient is split, a K = 768 shape never */
+    cml_gemm_desc dw = cml_gemm_desc_f32(CML_OP_T, CML_OP_N, 768, 768, 8192, 1);
+    cml_gemm_desc fwd = cml_gemm_desc_f32(CML_OP_N, CML_OP_T, 8192, 768, 768, 1);
+    const int dw_splits = cml__gemm_f32_splits(gctx, &dw);
+    printf("  768x768x8192 TN: %s, %d splits\n", cml__gemm_f32_config_name(gctx, &dw), dw_splits);
+    CHECK_MSG(dw_splits > 1, "768x768x8192 TN is not split");
+    CHECK(cml__gemm_f32_splits(gctx, &fwd) == 1);
+    if (!under_sanitizer()) {
+        f32_case c = plain(CML_OP_T, CML_OP_N, 768, 768, 8192, 1);
+        run_case(&c, true);
+    }
+}
+
 int main(void) {
     int rc = gpu_test_init(0x5eed32);
     if (rc) return rc;
@@ -362,6 +545,7 @@ int main(void) {
     RUN(test_forced_configs);
     RUN(test_epilogues);
     RUN(test_batches);
+    RUN(test_split_k);
     return th_finish();
 }
 #endif

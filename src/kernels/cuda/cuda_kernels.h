@@ -134,6 +134,15 @@ const char *cml__gemm_f32_config_at(int index);
  * grid fits (NULL: back to the cost estimate); false (and no forcing) for an unknown name.
  * Process-wide, not thread-safe. */
 bool cml__gemm_f32_force_config(const char *name);
+/* For tests and dev tools: every later f32 GEMM splits K into `splits` chunks (1: none; the chunks
+ * are multiples of 16 deep, so a short K makes fewer), with the configuration the estimate (or a
+ * forced one) gives; 0 goes back to the estimate; false (and no forcing) outside 0..16.
+ * Process-wide, not thread-safe. */
+bool cml__gemm_f32_force_splits(int splits);
+/* The K splits cml__gemm_f32 uses for desc (1: none; for tests and benchmarks). */
+int cml__gemm_f32_splits(const cml_ctx *ctx, const cml_gemm_desc *desc);
+/* Bytes of ctx workspace the f32 path takes for desc (its split-K partials; 0 when it does not split). */
+size_t cml__gemm_f32_workspace_size(const cml_ctx *ctx, const cml_gemm_desc *desc);
 cml_status cml__gemm_simt(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, const void *A, const void *B,
                           const void *C);
 /* Bytes of ctx workspace cml__gemm_cuda takes for desc (the dbias partial sums; plus

@@ -159,9 +159,12 @@ extern "C" cml_status cml__gemm_cuda(cml_ctx *ctx, const cml_gemm_desc *d, void 
 }
 
 extern "C" size_t cml__gemm_cuda_workspace_size(const cml_ctx *ctx, const cml_gemm_desc *d) {
-    /* dbias and the sm90 split-K partials use the workspace one after the other (same stream);
-     * the f32 and simt paths take none. The path is not known without the pointers: assume sm90. */
+    /* dbias and the GEMM's own use (sm90: repacks and split-K partials; f32: split-K partials;
+     * simt: none) take the workspace one after the other (same stream). The path is not known
+     * without the pointers: the larger of sm90's and f32's (each 0 for inputs it never takes). */
     size_t dbias = dbias_workspace(d), gemm = cml__gemm_sm90_workspace_size(ctx, d);
+    const size_t f32 = cml__gemm_f32_workspace_size(ctx, d);
+    if (f32 > gemm) gemm = f32;
     return dbias > gemm ? dbias : gemm;
 }
 
