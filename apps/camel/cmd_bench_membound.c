@@ -69,7 +69,8 @@ static const char *const OP_NAMES[OP_COUNT] = {
     "Columns: MiB = bytes that must move (each input read once, each output written once); GB/s = those bytes / "  \
     "ms; %copy = GB/s over a 1 GiB device-to-device copy measured the same way in this process; %size = GB/s "     \
     "over a copy of the same number of bytes (half read, half written), measured the same way (\"copy at this "    \
-    "size\"). Cross-entropy calls wait for their bad-target flag (a stream sync), in both modes. --json writes the " \
+    "size\"). Cross-entropy checks its targets on the device and reports a bad one at the next stream wait, so "   \
+    "its calls do not wait (CML_SYNC_CHECKS=1 makes them wait, as a debugging aid). --json writes the "             \
     "results format of DESIGN.md (bench/torch_membound.py --combine adds PyTorch's numbers). Needs a CUDA build "  \
     "and a GPU (exit code 77 otherwise)."
 #define BENCH_OPS                                                                                                   \

@@ -64,7 +64,24 @@ size_t cml_cpu_bytes_peak(void);
 /* ---- contexts ---------------------------------------------------------- */
 
 /* A context binds a device, its stream and a workspace. Kernel-layer calls
- * take one and queue their work on its stream; they never synchronize. */
+ * take one and queue their work on its stream; they never synchronize.
+ *
+ * Indices that live on the device (cross-entropy targets, index_select /
+ * gather indices, max-pool indices in the backward) are checked by the CUDA
+ * kernels that read them, as CUDA reports asynchronous errors: a bad index is
+ * skipped (a NaN loss / gradient row for a bad target; nothing read or
+ * written through a bad index), the call returns CML_OK, and the next call
+ * that waits for the context's stream (cml_ctx_synchronize, a synchronous
+ * copy such as cml_tensor_to_host) returns CML_ERR_INVALID_ARG with the CPU's
+ * message ("cml_cross_entropy_fwd: targets[12]=70000 must be in [0, 50304) or
+ * equal ignore_index=-100 (found on the GPU; reported by ...)"). It is reported
+ * once; when several calls met bad indices since the last wait, the first of
+ * them is reported. The value is read back from the caller's index buffer at
+ * that wait, so keep it alive until then (if it cannot be read, the message
+ * leaves the value out). Set CML_SYNC_CHECKS=1 in the environment before a
+ * context is created to make its calls wait and return the error themselves
+ * (for debugging; it costs a stream wait per call). CPU calls always return
+ * the error themselves. */
 typedef struct cml_ctx cml_ctx;
 
 /* Creates a context on device d. The caller owns it: cml_ctx_destroy. */

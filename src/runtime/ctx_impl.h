@@ -10,6 +10,8 @@ struct cml_ctx {
     const cml_allocator *alloc;
     void *workspace;
     size_t workspace_size;
+    struct cml__index_errors *index_errors; /* CUDA: bad indices found on the device, reported at the next wait
+                                               (runtime/cuda_index_check.c); NULL on the CPU */
 };
 
 #ifdef __cplusplus

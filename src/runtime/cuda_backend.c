@@ -3,6 +3,7 @@
 #include "runtime/cuda_backend.h"
 
 #include "runtime/ctx_impl.h"
+#include "runtime/cuda_index_check.h"
 #include "runtime/error.h"
 
 #ifdef CML_HAVE_CUDA
@@ -69,10 +70,16 @@ cml_status cml__cuda_ctx_init(cml_ctx *ctx) {
     cudaStream_t s = NULL;
     CUDA_TRY(fn, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     ctx->stream = s;
-    return CML_OK;
+    cml_status st = cml__index_check_init(ctx);
+    if (st != CML_OK) {
+        if (cudaStreamDestroy(s) != cudaSuccess) (void)cudaGetLastError();
+        ctx->stream = NULL;
+    }
+    return st;
 }
 
 void cml__cuda_ctx_fini(cml_ctx *ctx) {
+    cml__index_check_fini(ctx); /* an unreported bad index is dropped with the context */
     if (!ctx->stream) return;
     /* At process exit the CUDA runtime may already be unloading: nothing to report then. */
     if (cudaStreamDestroy((cudaStream_t)ctx->stream) != cudaSuccess) (void)cudaGetLastError();
@@ -81,7 +88,7 @@ void cml__cuda_ctx_fini(cml_ctx *ctx) {
 
 cml_status cml__cuda_stream_sync(cml_ctx *ctx, const char *fn) {
     CUDA_TRY(fn, cudaStreamSynchronize((cudaStream_t)ctx->stream));
-    return CML_OK;
+    return cml__index_check_report(ctx, fn); /* a bad index a queued kernel found (cuda_index_check.h) */
 }
 
 cml_status cml__cuda_memcpy(cml_ctx *ctx, void *dst, const void *src, size_t nbytes, bool sync, const char *fn) {
@@ -89,8 +96,9 @@ cml_status cml__cuda_memcpy(cml_ctx *ctx, void *dst, const void *src, size_t nby
     CML_TRY(cml__cuda_activate(ctx));
     cudaStream_t s = (cudaStream_t)ctx->stream;
     CUDA_TRY(fn, cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, s));
-    if (sync) CUDA_TRY(fn, cudaStreamSynchronize(s));
-    return CML_OK;
+    if (!sync) return CML_OK;
+    CUDA_TRY(fn, cudaStreamSynchronize(s));
+    return cml__index_check_report(ctx, fn); /* the copy is done; a queued kernel's bad index is reported now */
 }
 
 cml_status cml__cuda_memset(cml_ctx *ctx, void *dst, int byte, size_t nbytes) {

@@ -37,7 +37,8 @@ int cml__cuda_arch(int device);
 cml_status cml__cuda_ctx_init(cml_ctx *ctx);
 /* Destroys ctx->stream (pending work completes first). Errors are ignored. */
 void cml__cuda_ctx_fini(cml_ctx *ctx);
-/* Waits for the work queued on ctx's stream; fn names the caller in errors. */
+/* Waits for the work queued on ctx's stream; fn names the caller in errors. Then reports (once)
+ * a bad index that a queued kernel found (cuda_index_check.h). */
 cml_status cml__cuda_stream_sync(cml_ctx *ctx, const char *fn);
 
 /* The built-in caching, stream-ordered allocator of a CUDA device: a
@@ -53,7 +54,8 @@ cml_status cml__cuda_pool_stats(int device, size_t *reserved, size_t *used, size
 
 /* Copies nbytes between any two of host memory and device memory (unified
  * addressing decides the direction) on ctx's stream; when sync is true,
- * waits until the copy is done. fn names the caller in errors. */
+ * waits until the copy is done, then reports a bad index as cml__cuda_stream_sync
+ * does (the copy has been made). fn names the caller in errors. */
 cml_status cml__cuda_memcpy(cml_ctx *ctx, void *dst, const void *src, size_t nbytes, bool sync, const char *fn);
 
 /* Sets nbytes of device memory to `byte` on ctx's stream (no synchronization). */

@@ -5,9 +5,12 @@
  * index the same, n_src = 1), GPT-2's table (50257 x 768, 8192 tokens), several
  * outer slices; the output starts from random values (it accumulates) and two
  * runs from the same start must be bitwise identical; a bad index is reported
- * like on the CPU. Then the time of the GPT-2-sized call (informational).
+ * with the CPU's message at the next wait for the stream (the good indices'
+ * rows are added; two bad calls report the first), or by the call itself on a
+ * context created with CML_SYNC_CHECKS=1. Then the time of the GPT-2-sized
+ * call (informational).
  * Exits 77 ("skipped") without a GPU. */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, setenv */
 #include <time.h>
 
 #include "gpu_row_util.h"
@@ -72,19 +75,68 @@ static void test_shapes(void) {
 }
 
 static void test_bad_index(void) {
-    const int64_t n_src = 10, n_idx = 40, inner = 8;
-    int64_t idx[40];
-    for (int j = 0; j < n_idx; j++) idx[j] = j % n_src;
-    idx[23] = n_src; /* the first bad one */
+    enum { N_SRC = 10, N_IDX = 40, INNER = 8 };
+    int64_t idx[N_IDX], idx2[N_IDX];
+    for (int j = 0; j < N_IDX; j++) idx[j] = idx2[j] = (j * 7) % N_SRC;
+    idx[23] = N_SRC; /* the first bad one */
     idx[31] = -1;
-    float *gdx = dev_alloc(sizeof(float) * n_src * inner), *gdy = dev_alloc(sizeof(float) * n_idx * inner);
-    int64_t *gidx = dev_alloc(sizeof idx);
+    idx2[4] = 11; /* a later call's bad index, at a lower position: not reported first */
+    float dx0[N_SRC * INNER], dy[N_IDX * INNER], want[N_SRC * INNER], got[N_SRC * INNER];
+    random_fill(dx0, CML_F32, N_SRC * INNER, -1.0f, 1.0f);
+    random_fill(dy, CML_F32, N_IDX * INNER, -1.0f, 1.0f);
+    /* the reference: the CPU over the good positions only (the GPU skips the bad ones) */
+    memcpy(want, dx0, sizeof want);
+    for (int j = 0; j < N_IDX; j++)
+        if (idx[j] >= 0 && idx[j] < N_SRC)
+            CHECK_OK(cml_index_select_bwd(cctx, want, dy + j * INNER, idx + j, 1, N_SRC, 1, INNER, CML_F32));
+    float *gdx = dev_alloc(sizeof dx0), *gdy = dev_alloc(sizeof dy);
+    int64_t *gidx = dev_alloc(sizeof idx), *gidx2 = dev_alloc(sizeof idx2);
+    CHECK(gdx && gdy && gidx && gidx2);
+    if (!(gdx && gdy && gidx && gidx2)) return;
     upload(gidx, idx, sizeof idx);
-    poison(gdy, sizeof(float) * n_idx * inner);
-    CHECK_STATUS(cml_index_select_bwd(gctx, gdx, gdy, gidx, 1, n_src, n_idx, inner, CML_F32), CML_ERR_INVALID_ARG,
-                 "idx[23]=10 must be in [0, n_src=10)");
-    dev_free(gdx, sizeof(float) * n_src * inner), dev_free(gdy, sizeof(float) * n_idx * inner);
-    dev_free(gidx, sizeof idx);
+    upload(gidx2, idx2, sizeof idx2);
+    upload(gdy, dy, sizeof dy);
+    upload(gdx, dx0, sizeof dx0);
+    float scratch[N_SRC * INNER];
+    CHECK_STATUS(cml_index_select_bwd(cctx, scratch, dy, idx, 1, N_SRC, N_IDX, INNER, CML_F32), CML_ERR_INVALID_ARG,
+                 "cml_index_select_bwd: idx[23]=10 must be in [0, n_src=10)");
+    /* CUDA: the call returns at once, the next wait reports it (once) */
+    CHECK_OK(cml_index_select_bwd(gctx, gdx, gdy, gidx, 1, N_SRC, N_IDX, INNER, CML_F32));
+    CHECK_STATUS(cml_ctx_synchronize(gctx), CML_ERR_INVALID_ARG,
+                 "cml_index_select_bwd: idx[23]=10 must be in [0, n_src=10) (found on the GPU; reported by "
+                 "cml_ctx_synchronize)");
+    CHECK_OK(cml_ctx_synchronize(gctx));
+    download(got, gdx, sizeof got);
+    CHECK_MSG(memcmp(got, want, sizeof got) == 0, "index_select_bwd with bad indices: the good rows differ");
+    /* two bad calls (the sorted backward, then the forward): the first is reported */
+    CHECK_OK(cml_index_select_bwd(gctx, gdx, gdy, gidx, 1, N_SRC, N_IDX, INNER, CML_F32));
+    CHECK_OK(cml_index_select_fwd(gctx, gdy, gdx, gidx2, 1, N_SRC, N_IDX, INNER, CML_F32));
+    CHECK_STATUS(cml_ctx_synchronize(gctx), CML_ERR_INVALID_ARG, "cml_index_select_bwd: idx[23]=10 must be in");
+    CHECK_OK(cml_index_select_fwd(gctx, gdy, gdx, gidx2, 1, N_SRC, N_IDX, INNER, CML_F32));
+    CHECK_OK(cml_index_select_bwd(gctx, gdx, gdy, gidx, 1, N_SRC, N_IDX, INNER, CML_F32));
+    CHECK_STATUS(cml_ctx_synchronize(gctx), CML_ERR_INVALID_ARG, "cml_index_select_fwd: idx[4]=11 must be in");
+    /* gather: the flat position of the index tensor */
+    CHECK_OK(cml_gather_fwd(gctx, gdy, gdx, gidx2, 1, N_SRC, 5, INNER, CML_F32));
+    CHECK_STATUS(cml_ctx_synchronize(gctx), CML_ERR_INVALID_ARG, "cml_gather_fwd: idx[4]=11 must be in [0, n_src=10)");
+    CHECK_OK(cml_gather_bwd(gctx, gdx, gdy, gidx, 1, N_SRC, 5, INNER, CML_F32));
+    CHECK_STATUS(cml_ctx_synchronize(gctx), CML_ERR_INVALID_ARG, "cml_gather_bwd: idx[23]=10 must be in");
+    /* CML_SYNC_CHECKS=1: the call itself waits and returns the error */
+    setenv("CML_SYNC_CHECKS", "1", 1);
+    cml_ctx *sctx = NULL;
+    CHECK_OK(cml_ctx_create(&sctx, gpu));
+    unsetenv("CML_SYNC_CHECKS");
+    if (sctx) {
+        CHECK_STATUS(cml_index_select_bwd(sctx, gdx, gdy, gidx, 1, N_SRC, N_IDX, INNER, CML_F32),
+                     CML_ERR_INVALID_ARG, "cml_index_select_bwd: idx[23]=10 must be in [0, n_src=10)");
+        CHECK_MSG(strstr(cml_last_error(), "reported by") == NULL, "%s", cml_last_error());
+        CHECK_STATUS(cml_gather_fwd(sctx, gdy, gdx, gidx2, 1, N_SRC, 5, INNER, CML_F32), CML_ERR_INVALID_ARG,
+                     "cml_gather_fwd: idx[4]=11 must be in [0, n_src=10)");
+        CHECK_OK(cml_index_select_fwd(sctx, gdy, gdx, gidx, 1, N_SRC, 20, INNER, CML_F32)); /* positions 0..19 */
+        CHECK_OK(cml_ctx_synchronize(sctx));
+        cml_ctx_destroy(sctx);
+    }
+    dev_free(gdx, sizeof dx0), dev_free(gdy, sizeof dy);
+    dev_free(gidx, sizeof idx), dev_free(gidx2, sizeof idx2);
 }
 
 static double now_s(void) {
@@ -93,7 +145,8 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* GPT-2's embedding backward: each call waits for its stream (the bad-index check), so wall time per call. */
+/* GPT-2's embedding backward: wall time per call over a run of calls and one wait at the end (a call
+ * does not wait for its stream). */
 static void test_timing(void) {
     if (under_sanitizer()) return;
     const int64_t V = 50257, C = 768, N = 8192;
@@ -110,6 +163,7 @@ static void test_timing(void) {
         const int reps = 50;
         double t0 = now_s();
         for (int r = 0; r < reps; r++) CHECK_OK(cml_index_select_bwd(gctx, gdx, gdy, gidx, 1, V, N, C, CML_F32));
+        CHECK_OK(cml_ctx_synchronize(gctx));
         double t = (now_s() - t0) / reps;
         printf("  timing index_select_bwd f32 (50257 x 768) <- 8192 tokens, %s indices: %.3f ms per call "
                "(%.0f GB/s of dy read + touched dx rows)\n",
@@ -120,6 +174,7 @@ static void test_timing(void) {
 }
 
 int main(void) {
+    unsetenv("CML_SYNC_CHECKS"); /* the default context defers its reports: tested here */
     int rc = gpu_test_init(20260512);
     if (rc) return rc;
     RUN(test_shapes);

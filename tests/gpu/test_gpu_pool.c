@@ -5,8 +5,11 @@
  * included; a NaN computed from a NaN may differ in payload). Shapes: 1x1
  * images, odd sizes, stride 2 with padding, overlapping windows, windows as
  * large as the input, N = 1 and 7. Outputs are poisoned before each run and
- * two runs must be bitwise identical. A bad index makes the backward fail
- * with CML_ERR_INVALID_ARG. Exits 77 without a GPU. */
+ * two runs must be bitwise identical. A bad index in the backward is
+ * reported with the CPU's message (CML_ERR_INVALID_ARG) at the next wait for
+ * the stream, once, the good indices' gradients written; or by the call itself
+ * on a context created with CML_SYNC_CHECKS=1. Exits 77 without a GPU. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "gpu_row_util.h"
 
 typedef struct pool_case {
@@ -116,17 +119,55 @@ static void test_special_values(void) {
 }
 
 static void test_bad_indices(void) {
+    /* 2x2 windows at stride 2: every input belongs to one window, so dx is dy at the recorded index */
     cml_pool2d_desc d = {2, 3, 6, 6, 2, 2, 2, 2, 0, 0, CML_POOL_MAX, false, CML_F32};
-    const int64_t ny = 2 * 3 * 3 * 3;
-    int64_t hidx[2 * 3 * 3 * 3];
-    for (int64_t i = 0; i < ny; i++) hidx[i] = 0;
+    enum { NY = 2 * 3 * 3 * 3, NX = 2 * 3 * 36 };
+    int64_t hidx[NY];
+    float hdy[NY], want[NX], got[NX];
+    random_fill(hdy, CML_F32, NY, -1.0f, 1.0f);
+    for (int64_t o = 0; o < NY; o++) { /* a random element of o's window, as the forward records */
+        const int64_t pq = o % 9, p = pq / 3, q = pq % 3;
+        hidx[o] = (2 * p + (int64_t)(cml_rng_u32(&rng) % 2)) * 6 + 2 * q + (int64_t)(cml_rng_u32(&rng) % 2);
+    }
     hidx[40] = 36; /* one past H*W */
     hidx[50] = -1;
-    void *di = dev_alloc(sizeof hidx), *ddy = dev_alloc((size_t)ny * 4), *ddx = dev_alloc(2 * 3 * 36 * 4);
+    for (int64_t i = 0; i < NX; i++) want[i] = 0.0f;
+    for (int64_t o = 0; o < NY; o++)
+        if (o != 40 && o != 50) want[(o / 9) * 36 + hidx[o]] = hdy[o]; /* the bad ones are never followed */
+    void *di = dev_alloc(sizeof hidx), *ddy = dev_alloc(sizeof hdy), *ddx = dev_alloc(sizeof got);
+    CHECK(di && ddy && ddx);
+    if (!(di && ddy && ddx)) return;
     upload(di, hidx, sizeof hidx);
-    CHECK_STATUS(cml_pool2d_bwd(gctx, &d, ddx, ddy, di), CML_ERR_INVALID_ARG,
+    upload(ddy, hdy, sizeof hdy);
+    CHECK_STATUS(cml_pool2d_bwd(cctx, &d, got, hdy, hidx), CML_ERR_INVALID_ARG,
                  "cml_pool2d_bwd: indices[40]=36 must be in [0, H*W=36)");
-    dev_free(di, sizeof hidx), dev_free(ddy, (size_t)ny * 4), dev_free(ddx, 2 * 3 * 36 * 4);
+    /* CUDA: the call returns at once; the next wait reports the error, once */
+    poison(ddx, sizeof got);
+    CHECK_OK(cml_pool2d_bwd(gctx, &d, ddx, ddy, di));
+    CHECK_STATUS(cml_ctx_synchronize(gctx), CML_ERR_INVALID_ARG,
+                 "cml_pool2d_bwd: indices[40]=36 must be in [0, H*W=36) (found on the GPU; reported by "
+                 "cml_ctx_synchronize)");
+    CHECK_OK(cml_ctx_synchronize(gctx));
+    download(got, ddx, sizeof got);
+    CHECK_MSG(memcmp(got, want, sizeof got) == 0, "pool2d_bwd with bad indices: dx differs from dy at the good ones");
+    /* average pooling checks no indices: nothing to report */
+    cml_pool2d_desc avg = d;
+    avg.mode = CML_POOL_AVG;
+    CHECK_OK(cml_pool2d_bwd(gctx, &avg, ddx, ddy, NULL));
+    CHECK_OK(cml_ctx_synchronize(gctx));
+    /* CML_SYNC_CHECKS=1: the call itself waits and returns the error */
+    setenv("CML_SYNC_CHECKS", "1", 1);
+    cml_ctx *sctx = NULL;
+    CHECK_OK(cml_ctx_create(&sctx, gpu));
+    unsetenv("CML_SYNC_CHECKS");
+    if (sctx) {
+        CHECK_STATUS(cml_pool2d_bwd(sctx, &d, ddx, ddy, di), CML_ERR_INVALID_ARG,
+                     "cml_pool2d_bwd: indices[40]=36 must be in [0, H*W=36)");
+        CHECK_MSG(strstr(cml_last_error(), "reported by") == NULL, "%s", cml_last_error());
+        CHECK_OK(cml_ctx_synchronize(sctx));
+        cml_ctx_destroy(sctx);
+    }
+    dev_free(di, sizeof hidx), dev_free(ddy, sizeof hdy), dev_free(ddx, sizeof got);
 }
 
 static void test_unsupported_dtype(void) {
@@ -137,6 +178,7 @@ static void test_unsupported_dtype(void) {
 }
 
 int main(void) {
+    unsetenv("CML_SYNC_CHECKS"); /* the default context defers its reports: tested here */
     int rc = gpu_test_init(13579);
     if (rc) return rc;
     RUN(test_shapes);

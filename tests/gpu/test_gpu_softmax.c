@@ -5,8 +5,15 @@
  * element off 16-byte alignment, several L2 batches of long rows, columns
  * (inner > 1), ignored rows and bad targets. Outputs are poisoned before each
  * run, two runs must be bitwise identical, results within the dtype's
- * norm-wise tolerance. Exits 77 ("skipped") without a GPU. */
+ * norm-wise tolerance. Bad targets are reported at the next wait for the
+ * stream (once; the first bad call's; at a synchronous copy too; past the
+ * exact-record limit of cuda_index_check.h), or by the call itself on a
+ * context created with CML_SYNC_CHECKS=1. Exits 77 ("skipped") without a GPU. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "gpu_row_util.h"
+#include "runtime/cuda_index_check.h"
+
+static cml_ctx *sctx; /* a CUDA context created with CML_SYNC_CHECKS=1 */
 
 /* ---- softmax ------------------------------------------------------------------------------ */
 
@@ -118,22 +125,46 @@ static void run_ce(cml_dtype dt, int64_t rows, int64_t classes, int64_t bad_row,
             GPU_TWICE(what, dout, bytes, got, cml_cross_entropy_bwd(gctx, dout, ddl, dx, dt_, rows, classes, dt, IGNORE));
             compare_tol(what, got, want, dt, rows * classes, tol_for(dt), false);
         } else {
-            /* the CPU's message; the bad row's outputs are NaN, the others written */
+            /* the CPU's message, from the call itself */
             char msg[128];
             snprintf(msg, sizeof msg, "targets[%lld]=%lld must be in [0, %lld) or equal ignore_index=%d",
                      (long long)bad_row, (long long)bad_value, (long long)classes, IGNORE);
             CHECK_STATUS(cml_cross_entropy_fwd(cctx, lw, hx, ht, rows, classes, dt, IGNORE), CML_ERR_INVALID_ARG, msg);
+            /* the reference for the other rows: the CPU with the bad row ignored; the GPU's bad row is NaN */
+            const int64_t keep = ht[bad_row];
+            ht[bad_row] = IGNORE;
+            CHECK_OK(cml_cross_entropy_fwd(cctx, lw, hx, ht, rows, classes, dt, IGNORE));
+            CHECK_OK(cml_cross_entropy_bwd(cctx, want, hdl, hx, ht, rows, classes, dt, IGNORE));
+            ht[bad_row] = keep;
+            lw[bad_row] = NAN;
+            for (int64_t c = 0; c < classes; c++) cml_dtype_store(want, dt, bad_row * classes + c, NAN);
+            /* CUDA: the call returns at once; the next wait for the stream reports the error, once */
             poison(dl, lbytes);
-            CHECK_STATUS(cml_cross_entropy_fwd(gctx, dl, dx, dt_, rows, classes, dt, IGNORE), CML_ERR_INVALID_ARG, msg);
-            CHECK_ERROR(CML_ERR_INVALID_ARG, "cml_cross_entropy_fwd");
+            CHECK_OK(cml_cross_entropy_fwd(gctx, dl, dx, dt_, rows, classes, dt, IGNORE));
+            CHECK_STATUS(cml_ctx_synchronize(gctx), CML_ERR_INVALID_ARG, msg);
+            CHECK_ERROR(CML_ERR_INVALID_ARG, "cml_cross_entropy_fwd: targets[");
+            CHECK_ERROR(CML_ERR_INVALID_ARG, "(found on the GPU; reported by cml_ctx_synchronize)");
+            CHECK_OK(cml_ctx_synchronize(gctx));
             download(lg, dl, lbytes);
+            compare_tol(what, lg, lw, CML_F32, rows, tol_for(dt), true);
             CHECK(isnan(lg[bad_row]));
-            CHECK(rows < 2 || !isnan(lg[bad_row == 0 ? 1 : 0]));
-            CHECK_STATUS(cml_cross_entropy_bwd(gctx, dout, ddl, dx, dt_, rows, classes, dt, IGNORE),
-                         CML_ERR_INVALID_ARG, msg);
-            CHECK_ERROR(CML_ERR_INVALID_ARG, "cml_cross_entropy_bwd");
+            poison(dout, bytes);
+            CHECK_OK(cml_cross_entropy_bwd(gctx, dout, ddl, dx, dt_, rows, classes, dt, IGNORE));
+            CHECK_STATUS(cml_ctx_synchronize(gctx), CML_ERR_INVALID_ARG, msg);
+            CHECK_ERROR(CML_ERR_INVALID_ARG, "cml_cross_entropy_bwd: targets[");
+            CHECK_OK(cml_ctx_synchronize(gctx));
             download(got, dout, bytes);
-            CHECK(isnan(cml_dtype_load(got, dt, bad_row * classes + classes - 1)));
+            compare_tol(what, got, want, dt, rows * classes, tol_for(dt), true);
+            for (int64_t c = 0; c < classes; c++) CHECK(isnan(cml_dtype_load(got, dt, bad_row * classes + c)));
+            /* CML_SYNC_CHECKS=1: the calls themselves wait and return the error, as on the CPU */
+            if (sctx) {
+                CHECK_STATUS(cml_cross_entropy_fwd(sctx, dl, dx, dt_, rows, classes, dt, IGNORE), CML_ERR_INVALID_ARG,
+                             msg);
+                CHECK_MSG(strstr(cml_last_error(), "reported by") == NULL, "%s", cml_last_error());
+                CHECK_STATUS(cml_cross_entropy_bwd(sctx, dout, ddl, dx, dt_, rows, classes, dt, IGNORE),
+                             CML_ERR_INVALID_ARG, "cml_cross_entropy_bwd: targets[");
+                CHECK_OK(cml_ctx_synchronize(sctx));
+            }
         }
     }
     free(hx);
@@ -168,13 +199,86 @@ static void test_cross_entropy_bad_targets(void) {
     run_ce(CML_BF16, 600, 1024, 599, 5000); /* the last row */
 }
 
+/* Several calls between two waits: the first bad call's error, once; good calls before and after
+ * work; the report also comes from a synchronous copy; more calls than the exact records. */
+static void test_cross_entropy_deferred(void) {
+    enum { R = 7, N = 127, CALLS = CML__INDEX_CALLS + 44 };
+    float hx[R * N], lw[R], lg[R];
+    int64_t good[R], bad_a[R], bad_b[R];
+    random_fill(hx, CML_F32, R * N, -4.0f, 4.0f);
+    for (int r = 0; r < R; r++) good[r] = bad_a[r] = bad_b[r] = (int64_t)(cml_rng_u32(&rng) % N);
+    bad_a[5] = N + 3;  /* the first bad call: its row 5 */
+    bad_b[2] = -7;     /* a later one with a lower row: not reported */
+    bad_b[6] = 999;
+    float *dx = dev_alloc(sizeof hx), *dl = dev_alloc(sizeof lg), *ddl = dev_alloc(sizeof lg),
+          *dout = dev_alloc(sizeof hx);
+    int64_t *dg = dev_alloc(sizeof good), *da = dev_alloc(sizeof bad_a), *db = dev_alloc(sizeof bad_b);
+    CHECK(dx && dl && ddl && dout && dg && da && db);
+    if (!(dx && dl && ddl && dout && dg && da && db)) return;
+    upload(dx, hx, sizeof hx);
+    upload(dg, good, sizeof good);
+    upload(da, bad_a, sizeof bad_a);
+    upload(db, bad_b, sizeof bad_b);
+    poison(ddl, sizeof lg);
+    CHECK_OK(cml_cross_entropy_fwd(cctx, lw, hx, good, R, N, CML_F32, IGNORE));
+
+    /* good, bad (fwd, row 5), bad (bwd, row 2), good: the fwd's row 5 is reported, once */
+    CHECK_OK(cml_cross_entropy_fwd(gctx, dl, dx, dg, R, N, CML_F32, IGNORE));
+    CHECK_OK(cml_cross_entropy_fwd(gctx, dl, dx, da, R, N, CML_F32, IGNORE));
+    CHECK_OK(cml_cross_entropy_bwd(gctx, dout, ddl, dx, db, R, N, CML_F32, IGNORE));
+    CHECK_OK(cml_cross_entropy_fwd(gctx, dl, dx, dg, R, N, CML_F32, IGNORE));
+    CHECK_STATUS(cml_ctx_synchronize(gctx), CML_ERR_INVALID_ARG,
+                 "cml_cross_entropy_fwd: targets[5]=130 must be in [0, 127) or equal ignore_index=-100 (found on "
+                 "the GPU; reported by cml_ctx_synchronize)");
+    CHECK_OK(cml_ctx_synchronize(gctx));
+    /* a good call after the report: correct and no error */
+    poison(dl, sizeof lg);
+    CHECK_OK(cml_cross_entropy_fwd(gctx, dl, dx, dg, R, N, CML_F32, IGNORE));
+    CHECK_OK(cml_ctx_synchronize(gctx));
+    download(lg, dl, sizeof lg);
+    compare_tol("cross_entropy after a reported error", lg, lw, CML_F32, R, 1e-5, false);
+
+    /* a synchronous copy reports it too (after copying) */
+    CHECK_OK(cml_cross_entropy_bwd(gctx, dout, ddl, dx, db, R, N, CML_F32, IGNORE));
+    int64_t back[R];
+    memset(back, 0, sizeof back);
+    CHECK_STATUS(cml__cuda_memcpy(gctx, back, dg, sizeof back, true, "a copy"), CML_ERR_INVALID_ARG,
+                 "cml_cross_entropy_bwd: targets[2]=-7 must be in [0, 127) or equal ignore_index=-100 (found on the "
+                 "GPU; reported by a copy)");
+    CHECK(memcmp(back, good, sizeof back) == 0);
+    CHECK_OK(cml_ctx_synchronize(gctx));
+
+    /* more calls than exact records: a bad one among the first is still exact ... */
+    for (int c = 0; c < CALLS; c++)
+        CHECK_OK(cml_cross_entropy_fwd(gctx, dl, dx, c == 3 || c == CALLS - 5 ? da : dg, R, N, CML_F32, IGNORE));
+    CHECK_STATUS(cml_ctx_synchronize(gctx), CML_ERR_INVALID_ARG, "cml_cross_entropy_fwd: targets[5]=130 must be");
+    /* ... one among the later ones is found, and said to be ambiguous */
+    for (int c = 0; c < CALLS; c++)
+        CHECK_OK(cml_cross_entropy_fwd(gctx, dl, dx, c == CALLS - 5 ? db : dg, R, N, CML_F32, IGNORE));
+    CHECK_STATUS(cml_ctx_synchronize(gctx), CML_ERR_INVALID_ARG, "cml_cross_entropy_fwd: targets[2] must be in [0, 127)");
+    CHECK_ERROR(CML_ERR_INVALID_ARG, "in one of the 44 index-checked calls queued after the first 256");
+    /* exactly one call past the records: exact again */
+    for (int c = 0; c <= CML__INDEX_CALLS; c++)
+        CHECK_OK(cml_cross_entropy_fwd(gctx, dl, dx, c == CML__INDEX_CALLS ? db : dg, R, N, CML_F32, IGNORE));
+    CHECK_STATUS(cml_ctx_synchronize(gctx), CML_ERR_INVALID_ARG, "cml_cross_entropy_fwd: targets[2]=-7 must be");
+    CHECK_OK(cml_ctx_synchronize(gctx));
+    dev_free(dx, sizeof hx), dev_free(dl, sizeof lg), dev_free(ddl, sizeof lg), dev_free(dout, sizeof hx);
+    dev_free(dg, sizeof good), dev_free(da, sizeof bad_a), dev_free(db, sizeof bad_b);
+}
+
 int main(void) {
+    unsetenv("CML_SYNC_CHECKS"); /* the default context defers its reports: tested here */
     int rc = gpu_test_init(98765);
     if (rc) return rc;
+    setenv("CML_SYNC_CHECKS", "1", 1);
+    CHECK_OK(cml_ctx_create(&sctx, gpu));
+    unsetenv("CML_SYNC_CHECKS");
     RUN(test_softmax_rows);
     RUN(test_softmax_edges);
     RUN(test_softmax_columns);
     RUN(test_cross_entropy);
     RUN(test_cross_entropy_bad_targets);
+    RUN(test_cross_entropy_deferred);
+    cml_ctx_destroy(sctx);
     return th_finish();
 }

@@ -13,20 +13,22 @@
  *     (one thread per dx element), which needs no workspace;
  *   - gather: one thread per (outer, inner column), walking j in increasing
  *     order (a column only ever receives from itself).
- * Index values live on the device: a bad one is skipped and the lowest
- * flat position holding one is recorded in a workspace flag (integer
- * atomicMin: the same answer whatever the order); the entry point copies the
- * flag back (waiting for the stream) and returns CML_ERR_INVALID_ARG naming
- * it, as the CPU does. Unlike the CPU, outputs are written then for the good
- * indices. */
+ * Index values live on the device: a bad one is skipped (its output
+ * elements are left as they were) and the lowest flat position holding one is
+ * flagged in the context's bad-index word (runtime/cuda_index_check.h: an
+ * integer atomicMin, the same answer whatever the order). The call returns
+ * without waiting; the next wait for the stream (cml_ctx_synchronize, a
+ * synchronous copy) returns CML_ERR_INVALID_ARG naming the position and the
+ * value, with the CPU's message (CML_SYNC_CHECKS=1: the call itself waits and
+ * returns it). Unlike the CPU, the good indices' outputs are written. */
 #include <stdint.h>
 
 #include "kernels/cuda/common/check.cuh"
 #include "kernels/cuda/common/dtype.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "runtime/cuda_index_check.h"
 
 #define BLOCK 256
-#define NO_BAD 0xFFFFFFFFFFFFFFFFull
 #define SORT_THREADS 256 /* the radix sort's one block */
 #define RADIX_BITS 4
 #define RADIX_BUCKETS 16
@@ -39,7 +41,7 @@ static __device__ __forceinline__ bool bad_index(long long v, long long n_src) {
 template <int ES>
 static __global__ void index_select_fwd_kernel(void *y, const void *x, const int64_t *idx, long long outer,
                                                long long n_src, long long n_idx, long long inner,
-                                               unsigned long long *bad) {
+                                               cml__index_flag bad) {
     typedef bytes_of<ES> E;
     const long long total = outer * n_idx * inner;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total;
@@ -47,7 +49,7 @@ static __global__ void index_select_fwd_kernel(void *y, const void *x, const int
         long long i = e % inner, j = (e / inner) % n_idx, o = e / (inner * n_idx);
         long long src = idx[j];
         if (bad_index(src, n_src)) {
-            atomicMin(bad, (unsigned long long)j);
+            cml__index_flag_bad(bad, j);
             continue;
         }
         ((E *)y)[e] = ((const E *)x)[(o * n_src + src) * inner + i];
@@ -65,7 +67,7 @@ static __device__ __forceinline__ float round_dt(float v, int dt) {
  * (O(n_src n_idx inner): only for sizes the sorted path cannot index with 32 bits). */
 static __global__ void index_select_bwd_kernel(void *dx, const void *dy, const int64_t *idx, int dt, long long outer,
                                                long long n_src, long long n_idx, long long inner,
-                                               unsigned long long *bad) {
+                                               cml__index_flag bad) {
     const long long total = outer * n_src * inner;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total;
          e += (long long)gridDim.x * blockDim.x) {
@@ -75,7 +77,7 @@ static __global__ void index_select_bwd_kernel(void *dx, const void *dy, const i
         for (long long j = 0; j < n_idx; j++) {
             long long v = idx[j];
             if (bad_index(v, n_src)) {
-                if (e == 0) atomicMin(bad, (unsigned long long)j);
+                if (e == 0) cml__index_flag_bad(bad, j);
                 continue;
             }
             if (v != r) continue;
@@ -95,14 +97,14 @@ static __global__ void index_select_bwd_kernel(void *dx, const void *dy, const i
  * a and b; the result is in a after an even number of passes, else in b. */
 static __global__ void __launch_bounds__(SORT_THREADS)
     index_sort_kernel(const int64_t *idx, long long n_idx, long long n_src, int bits, unsigned *keys_a,
-                      unsigned *vals_a, unsigned *keys_b, unsigned *vals_b, unsigned long long *bad) {
+                      unsigned *vals_a, unsigned *keys_b, unsigned *vals_b, cml__index_flag bad) {
     __shared__ unsigned hist[RADIX_BUCKETS * SORT_THREADS]; /* (digit, thread), digit-major */
     __shared__ unsigned warp_total[SORT_THREADS / 32];
     const int t = threadIdx.x, lane = t % 32, w = t / 32;
     for (long long j = t; j < n_idx; j += SORT_THREADS) {
         const long long v = idx[j];
         const bool is_bad = bad_index(v, n_src);
-        if (is_bad) atomicMin(bad, (unsigned long long)j);
+        if (is_bad) cml__index_flag_bad(bad, j);
         keys_a[j] = is_bad ? (unsigned)n_src : (unsigned)v;
         vals_a[j] = (unsigned)j;
     }
@@ -183,7 +185,7 @@ static __global__ void index_select_bwd_runs_kernel(void *dx, const void *dy, co
 
 template <int ES>
 static __global__ void gather_fwd_kernel(void *y, const void *x, const int64_t *idx, long long outer, long long n_src,
-                                         long long n_idx, long long inner, unsigned long long *bad) {
+                                         long long n_idx, long long inner, cml__index_flag bad) {
     typedef bytes_of<ES> E;
     const long long total = outer * n_idx * inner;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total;
@@ -191,7 +193,7 @@ static __global__ void gather_fwd_kernel(void *y, const void *x, const int64_t *
         long long i = e % inner, o = e / (inner * n_idx);
         long long src = idx[e];
         if (bad_index(src, n_src)) {
-            atomicMin(bad, (unsigned long long)e);
+            cml__index_flag_bad(bad, e);
             continue;
         }
         ((E *)y)[e] = ((const E *)x)[(o * n_src + src) * inner + i];
@@ -200,7 +202,7 @@ static __global__ void gather_fwd_kernel(void *y, const void *x, const int64_t *
 
 /* One thread per (o, i) column: dx[o, idx[o,j,i], i] += dy[o,j,i] for j in increasing order. */
 static __global__ void gather_bwd_kernel(void *dx, const void *dy, const int64_t *idx, int dt, long long outer,
-                                         long long n_src, long long n_idx, long long inner, unsigned long long *bad) {
+                                         long long n_src, long long n_idx, long long inner, cml__index_flag bad) {
     const long long total = outer * inner;
     for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < total;
          c += (long long)gridDim.x * blockDim.x) {
@@ -208,7 +210,7 @@ static __global__ void gather_bwd_kernel(void *dx, const void *dy, const int64_t
         for (long long j = 0; j < n_idx; j++) {
             long long s = (o * n_idx + j) * inner + i, v = idx[s];
             if (bad_index(v, n_src)) {
-                atomicMin(bad, (unsigned long long)s);
+                cml__index_flag_bad(bad, s);
                 continue;
             }
             long long d = (o * n_src + v) * inner + i;
@@ -219,28 +221,11 @@ static __global__ void gather_bwd_kernel(void *dx, const void *dy, const int64_t
 
 /* ---- launches and entry points (arguments validated by src/kernels/index.c) ---- */
 
-/* The bad-index flag at the start of the workspace, and `extra` more bytes after it
- * (16-byte aligned) when extra_ptr is not NULL: one request, so neither moves. */
-static cml_status flag_init(cml_ctx *ctx, const char *fn, unsigned long long **bad, size_t extra = 0,
-                            void **extra_ptr = NULL) {
-    void *ws = NULL;
-    CML_TRY(cml_ctx_workspace(ctx, &ws, 16 + extra));
-    *bad = (unsigned long long *)ws;
-    if (extra_ptr) *extra_ptr = (char *)ws + 16;
-    CML_CUDA_TRY(fn, cudaMemsetAsync(ws, 0xFF, sizeof(unsigned long long), cml__stream(ctx)));
-    return CML_OK;
-}
-
-/* Copies the flag back (waits for the stream); CML_ERR_INVALID_ARG naming the first bad position. */
-static cml_status flag_check(cml_ctx *ctx, const char *fn, const unsigned long long *bad_dev, const int64_t *idx,
-                             int64_t n_src) {
-    unsigned long long bad = 0;
-    CML_TRY(cml__cuda_memcpy(ctx, &bad, bad_dev, sizeof bad, true, fn));
-    if (bad == NO_BAD) return CML_OK;
-    int64_t v = 0;
-    CML_TRY(cml__cuda_memcpy(ctx, &v, idx + bad, sizeof v, true, fn));
-    return cml__error(CML_ERR_INVALID_ARG, "%s: idx[%lld]=%lld must be in [0, n_src=%lld)", fn, (long long)bad,
-                      (long long)v, (long long)n_src);
+/* Registers the call with the context's bad-index check (runtime/cuda_index_check.h). */
+static cml_status flag_begin(cml_ctx *ctx, const char *fn, const int64_t *idx, int64_t n_src, int64_t positions,
+                             cml__index_flag *bad) {
+    const cml__index_call call = {fn, "idx", idx, n_src, "n_src=", false, 0};
+    return cml__index_check_begin(ctx, &call, positions, bad);
 }
 
 /* The index_select backward through the sort (see the top of the file). */
@@ -248,9 +233,10 @@ static cml_status index_select_bwd_sorted(cml_ctx *ctx, const char *fn, void *dx
                                           int64_t outer, int64_t n_src, int64_t n_idx, int64_t inner,
                                           cml_dtype dtype) {
     const size_t arr = (size_t)n_idx * sizeof(unsigned);
-    unsigned long long *bad = NULL;
     void *bufs = NULL;
-    CML_TRY(flag_init(ctx, fn, &bad, 4 * arr, &bufs));
+    CML_TRY(cml_ctx_workspace(ctx, &bufs, 4 * arr));
+    cml__index_flag bad;
+    CML_TRY(flag_begin(ctx, fn, idx, n_src, n_idx, &bad));
     unsigned *ka = (unsigned *)bufs, *va = ka + n_idx, *kb = va + n_idx, *vb = kb + n_idx;
     int bits = 0; /* keys go up to n_src (a bad index) */
     while (bits < 32 && (1ull << bits) <= (unsigned long long)n_src) bits++;
@@ -264,7 +250,7 @@ static cml_status index_select_bwd_sorted(cml_ctx *ctx, const char *fn, void *dx
     index_select_bwd_runs_kernel<<<grid, BLOCK, 0, s>>>(dx, dy, keys, vals, (int)dtype, outer, n_src, n_idx, inner);
     CML_TRY(cml__cuda_check_launch(fn, "index_select_bwd_runs_kernel", cml_dtype_name(dtype), n_idx * inner,
                                    grid.x * grid.y, BLOCK));
-    return flag_check(ctx, fn, bad, idx, n_src);
+    return cml__index_check_end(ctx, fn);
 }
 
 static cml_status index_cuda(cml_ctx *ctx, const char *fn, bool gather, bool backward, void *out, const void *in,
@@ -275,8 +261,8 @@ static cml_status index_cuda(cml_ctx *ctx, const char *fn, bool gather, bool bac
     CML_TRY(cml__cuda_activate(ctx));
     if (backward && !gather && n_src < UINT32_MAX && n_idx <= UINT32_MAX)
         return index_select_bwd_sorted(ctx, fn, out, in, idx, outer, n_src, n_idx, inner, dtype);
-    unsigned long long *bad = NULL;
-    CML_TRY(flag_init(ctx, fn, &bad));
+    cml__index_flag bad;
+    CML_TRY(flag_begin(ctx, fn, idx, n_src, gather ? outer * n_idx * inner : n_idx, &bad));
     cudaStream_t s = cml__stream(ctx);
     const char *kernel;
     long long work;
@@ -303,7 +289,7 @@ static cml_status index_cuda(cml_ctx *ctx, const char *fn, bool gather, bool bac
 #undef FWD
     }
     CML_TRY(cml__cuda_check_launch(fn, kernel, cml_dtype_name(dtype), work, grid, BLOCK));
-    return flag_check(ctx, fn, bad, idx, n_src);
+    return cml__index_check_end(ctx, fn);
 }
 
 extern "C" cml_status cml__index_select_fwd_cuda(cml_ctx *ctx, void *y, const void *x, const int64_t *idx,

@@ -9,15 +9,21 @@
  * Backward: one thread per input element gathers the outputs whose window
  * covers it, in (p, q) order, which is the order in which the CPU adds them;
  * no atomics. For MAX an output contributes where its recorded index points.
- * The indices live on the device, so they are checked by a kernel that flags
- * the first bad one; the call then waits for the stream (an 8-byte copy) to
- * report it as the CPU does (a bad index is never followed either way). */
+ * The indices live on the device, so the backward checks them as it reads
+ * them: an index outside [0, H*W) matches no input (it is never followed) and
+ * the lowest output position holding one is flagged in the context's
+ * bad-index word (runtime/cuda_index_check.h; every output is read by some
+ * input thread, since pad <= R/2 leaves every window an input element). The
+ * call returns without waiting; the next wait for the stream
+ * (cml_ctx_synchronize, a synchronous copy) returns CML_ERR_INVALID_ARG with
+ * the CPU's message (CML_SYNC_CHECKS=1: the call itself waits and returns it).
+ * Unlike the CPU, dx is written then, from the good indices. */
 #include "kernels/cuda/common/channel_sums.cuh"
 #include "kernels/cuda/common/dtype.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "runtime/cuda_index_check.h"
 
 #define BLOCK 256
-#define NO_BAD 0xFFFFFFFFFFFFFFFFull
 
 typedef struct pgeom {
     long long N, C, H, W, R, S, P, Q, sh, sw, ph, pw;
@@ -69,8 +75,8 @@ static __device__ __forceinline__ void covering(long long i, long long k, long l
 }
 
 template <int DT>
-static __global__ void pool_bwd_kernel(void *dx, const void *dy, const int64_t *idx, pgeom g) {
-    const long long total = g.N * g.C * g.H * g.W, PQ = g.P * g.Q;
+static __global__ void pool_bwd_kernel(void *dx, const void *dy, const int64_t *idx, pgeom g, cml__index_flag bad) {
+    const long long HW = g.H * g.W, total = g.N * g.C * HW, PQ = g.P * g.Q;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total;
          e += (long long)gridDim.x * blockDim.x) {
         long long h, w, base, step;
@@ -91,17 +97,14 @@ static __global__ void pool_bwd_kernel(void *dx, const void *dy, const int64_t *
                 const long long o = base + (p * g.Q + q) * step;
                 /* rounded multiply, then add (no fused multiply-add): the CPU's arithmetic */
                 if (!g.max) acc = __fadd_rn(acc, __fmul_rn(cml__ld<DT>(dy, o), g.inv));
-                else if (idx[o] == pos) acc += cml__ld<DT>(dy, o);
+                else {
+                    const int64_t at = idx[o];
+                    if (at == pos) acc += cml__ld<DT>(dy, o);
+                    else if (at < 0 || at >= HW) cml__index_flag_bad(bad, o);
+                }
             }
         cml__st<DT>(dx, e, acc);
     }
-}
-
-/* *bad = the lowest position i with idx[i] outside [0, HW) (integer atomics: the result is exact). */
-static __global__ void pool_check_indices_kernel(unsigned long long *bad, const int64_t *idx, long long n,
-                                                 long long HW) {
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-        if (idx[i] < 0 || idx[i] >= HW) atomicMin(bad, (unsigned long long)i);
 }
 
 /* ---- launch ---------------------------------------------------------------------------------------------- */
@@ -132,29 +135,23 @@ extern "C" cml_status cml__pool2d_fwd_cuda(cml_ctx *ctx, const cml_pool2d_desc *
     LAUNCH_DT(fn, "pool_fwd_kernel", pool_fwd_kernel, d->dtype, total, y, g.max ? indices : NULL, x, g);
 }
 
+static cml_status bwd_launch(cml_ctx *ctx, const char *fn, cml_dtype dt, long long total, void *dx, const void *dy,
+                             const int64_t *idx, pgeom g, cml__index_flag bad) {
+    LAUNCH_DT(fn, "pool_bwd_kernel", pool_bwd_kernel, dt, total, dx, dy, idx, g, bad);
+}
+
 extern "C" cml_status cml__pool2d_bwd_cuda(cml_ctx *ctx, const cml_pool2d_desc *d, int64_t P, int64_t Q, void *dx,
                                            const void *dy, const int64_t *indices) {
     static const char fn[] = "cml_pool2d_bwd";
     CML_TRY(cml__cuda_check_float_dtype(fn, "dtype", d->dtype));
     CML_TRY(cml__cuda_activate(ctx));
     const pgeom g = make_geom(d, P, Q);
-    const long long n_out = g.N * g.C * P * Q, HW = g.H * g.W;
+    const long long n_out = g.N * g.C * P * Q, HW = g.H * g.W, total = g.N * g.C * HW;
+    cml__index_flag bad = {NULL, NULL, 0};
     if (g.max) {
-        void *ws = NULL;
-        CML_TRY(cml_ctx_workspace(ctx, &ws, sizeof(unsigned long long)));
-        unsigned long long *bad_dev = (unsigned long long *)ws, bad = NO_BAD;
-        CML_CUDA_TRY(fn, cudaMemsetAsync(bad_dev, 0xFF, sizeof bad, cml__stream(ctx)));
-        const unsigned grid = cml__grid_size(ctx, n_out, BLOCK);
-        pool_check_indices_kernel<<<grid, BLOCK, 0, cml__stream(ctx)>>>(bad_dev, indices, n_out, HW);
-        CML_TRY(cml__cuda_check_launch(fn, "pool_check_indices_kernel", "i64", n_out, grid, BLOCK));
-        CML_TRY(cml__cuda_memcpy(ctx, &bad, bad_dev, sizeof bad, true, fn));
-        if (bad != NO_BAD) {
-            int64_t v = 0;
-            CML_TRY(cml__cuda_memcpy(ctx, &v, indices + bad, sizeof v, true, fn));
-            return cml__error(CML_ERR_INVALID_ARG, "%s: indices[%lld]=%lld must be in [0, H*W=%lld)", fn,
-                              (long long)bad, (long long)v, HW);
-        }
+        const cml__index_call call = {fn, "indices", indices, HW, "H*W=", false, 0};
+        CML_TRY(cml__index_check_begin(ctx, &call, n_out, &bad));
     }
-    const long long total = g.N * g.C * HW;
-    LAUNCH_DT(fn, "pool_bwd_kernel", pool_bwd_kernel, d->dtype, total, dx, dy, g.max ? indices : NULL, g);
+    CML_TRY(bwd_launch(ctx, fn, d->dtype, total, dx, dy, g.max ? indices : NULL, g, bad));
+    return g.max ? cml__index_check_end(ctx, fn) : CML_OK;
 }

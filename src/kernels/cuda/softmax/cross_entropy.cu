@@ -13,40 +13,24 @@
  * (common/row_sync.cuh), unaligned ones through the two-pass chunk path.
  *
  * Targets are data on the device. A kernel that meets a target outside
- * [0, classes) that is not ignore_index writes NaN for that row, records the
- * lowest such row in a device flag (an integer atomicMin: the same answer
- * whatever the order) and sets a word of mapped pinned host memory; the entry
- * point waits for the stream, and only when that word is set copies the row
- * back and returns CML_ERR_INVALID_ARG naming the row and the value, as the
- * CPU does. Unlike the CPU, the other rows' outputs have been written by then.
- * The flag and the word are kept per host thread and device for the process
- * (the flag is reset, asynchronously, only by the call after one that found a
- * bad row), so a call without bad targets costs its kernel and one stream
- * wait: no memset before the kernel and no copy after it, which were about a
- * third of the time of a 16 MiB forward. */
+ * [0, classes) that is not ignore_index writes NaN for that row (its loss, or
+ * its whole dlogits row) and flags the row in the context's bad-index word
+ * (runtime/cuda_index_check.h: an integer atomicMin, the same answer whatever
+ * the order); the other rows are computed as usual. The call returns without
+ * waiting: the next wait for the stream (cml_ctx_synchronize, a synchronous
+ * copy) returns CML_ERR_INVALID_ARG naming the row and the value, with the
+ * CPU's message; CML_SYNC_CHECKS=1 makes the call itself wait and return it. */
 #include <limits.h>
 
 #include "kernels/cuda/common/row_sync.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/softmax/softmax_common.cuh"
+#include "runtime/cuda_index_check.h"
 
 #define E_ROW 32
-#define NO_BAD_ROW 0xFFFFFFFFFFFFFFFFull
 
 static __device__ __forceinline__ bool bad_target(long long t, long long n, long long ignore) {
     return t != ignore && (t < 0 || t >= n);
-}
-
-/* Where kernels record a bad target: the lowest bad row (device memory) and, when mapped host
- * memory is available, a host-visible "seen" word. */
-struct ce_bad {
-    unsigned long long *row;
-    unsigned *seen;
-};
-
-static __device__ __forceinline__ void flag_bad(ce_bad bad, long long row) {
-    atomicMin(bad.row, (unsigned long long)row);
-    if (bad.seen) *(volatile unsigned *)bad.seen = 1u; /* every writer stores the same value */
 }
 
 /* ---- forward ------------------------------------------------------------------------------------ */
@@ -54,7 +38,7 @@ static __device__ __forceinline__ void flag_bad(ce_bad bad, long long row) {
 template <int DT>
 static __global__ void __launch_bounds__(256, 3) ce_fwd_rows_kernel(float *loss, const void *logits,
                                                                  const int64_t *targets, long long rows, long long n,
-                                                                 long long ignore, ce_bad bad) {
+                                                                 long long ignore, cml__index_flag bad) {
     typedef typename cml__elem<DT>::type T;
     __shared__ cml__ms scratch[32];
     const int G = blockDim.x, t = threadIdx.x;
@@ -74,7 +58,7 @@ static __global__ void __launch_bounds__(256, 3) ce_fwd_rows_kernel(float *loss,
                 loss[row] = 0.0f;
             } else if (skip) {
                 loss[row] = NAN;
-                flag_bad(bad, row);
+                cml__index_flag_bad(bad, row);
             } else {
                 loss[row] = (a.m - cml__ld<DT>(logits, row * n + tgt)) + logf(a.s);
             }
@@ -87,7 +71,7 @@ static __global__ void __launch_bounds__(256, 3) ce_fwd_rows_kernel(float *loss,
 template <int DT>
 static __global__ void ce_fwd_finalize_kernel(float *loss, const cml__ms *partial, const void *logits,
                                               const int64_t *targets, long long rows, long long n, int splits,
-                                              long long ignore, ce_bad bad) {
+                                              long long ignore, cml__index_flag bad) {
     const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= rows) return;
     const long long tgt = targets[row];
@@ -95,7 +79,7 @@ static __global__ void ce_fwd_finalize_kernel(float *loss, const cml__ms *partia
         loss[row] = 0.0f;
     } else if (bad_target(tgt, n, ignore)) {
         loss[row] = NAN;
-        flag_bad(bad, row);
+        cml__index_flag_bad(bad, row);
     } else {
         const cml__ms a = cml__ms_merge_all(partial + row * splits, splits);
         loss[row] = (a.m - cml__ld<DT>(logits, row * n + tgt)) + logf(a.s);
@@ -109,7 +93,7 @@ template <int DT, int KW>
 static __global__ void __launch_bounds__(1024) ce_bwd_words_kernel(void *dlogits, const float *dloss,
                                                                    const void *logits, const int64_t *targets,
                                                                    long long rows, int n, long long ignore,
-                                                                   ce_bad bad) {
+                                                                   cml__index_flag bad) {
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V;
     __shared__ float red_max[32], red_sum[32];
@@ -142,7 +126,7 @@ static __global__ void __launch_bounds__(1024) ce_bwd_words_kernel(void *dlogits
                 *(uint4 *)((T *)dlogits + off + c) = cml__pack16<DT>(v);
             }
         }
-        if (valid && is_bad && t == 0) flag_bad(bad, row);
+        if (valid && is_bad && t == 0) cml__index_flag_bad(bad, row);
     }
 }
 
@@ -152,7 +136,7 @@ template <int DT, bool VEC>
 static __global__ void __launch_bounds__(VEC ? 1024 : 512) ce_bwd_rows_kernel(void *dlogits, const float *dloss,
                                                                   const void *logits, const int64_t *targets,
                                                                   long long rows, int n, long long ignore,
-                                                                  ce_bad bad) {
+                                                                  cml__index_flag bad) {
     typedef typename cml__elem<DT>::type T;
     __shared__ float red_max[32], red_sum[32];
     const int G = blockDim.x, t = threadIdx.x;
@@ -182,7 +166,7 @@ static __global__ void __launch_bounds__(VEC ? 1024 : 512) ce_bwd_rows_kernel(vo
         }
         if (valid) {
             cml__row_store<DT, VEC, E_ROW>((T *)dlogits + off, v, n, t, G);
-            if (is_bad && t == 0) flag_bad(bad, row);
+            if (is_bad && t == 0) cml__index_flag_bad(bad, row);
         }
     }
 }
@@ -192,7 +176,7 @@ template <int DT>
 static __global__ void __launch_bounds__(CML__SM_THREADS, 4)
     ce_bwd_onepass_kernel(void *dlogits, const float *dloss, const void *logits, const int64_t *targets,
                           unsigned *sync, unsigned long long *states, long long n, int splits, long long ignore,
-                          ce_bad bad) {
+                          cml__index_flag bad) {
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V, KW = CML__SM_ONEPASS_KW;
     constexpr long long CH = (long long)CML__SM_THREADS * KW * V;
@@ -218,7 +202,7 @@ static __global__ void __launch_bounds__(CML__SM_THREADS, 4)
             stat[0] = a.m;
             stat[1] = logf(a.s);
             stat[2] = ignored ? 0.0f : is_bad ? NAN : dloss[row];
-            if (is_bad && b % splits == 0) flag_bad(bad, row);
+            if (is_bad && b % splits == 0) cml__index_flag_bad(bad, row);
         }
     }
     __syncthreads();
@@ -245,7 +229,7 @@ template <int DT>
 static __global__ void __launch_bounds__(CML__SM_THREADS)
     ce_bwd_apply_kernel(void *dlogits, const float *dloss, const void *logits, const int64_t *targets,
                         const cml__ms *partial, long long row0, long long n, int splits, long long ignore,
-                        ce_bad bad) {
+                        cml__index_flag bad) {
     typedef typename cml__elem<DT>::type T;
     __shared__ float stat[3];
     __shared__ long long stat_t;
@@ -260,7 +244,7 @@ static __global__ void __launch_bounds__(CML__SM_THREADS)
         stat[2] = ignored ? 0.0f : is_bad ? NAN : dloss[row];
         stat_t = tgt;
         stat_ignored = ignored;
-        if (is_bad && b % splits == 0) flag_bad(bad, row);
+        if (is_bad && b % splits == 0) cml__index_flag_bad(bad, row);
     }
     __syncthreads();
     const float m = stat[0], ls = stat[1], g = stat[2];
@@ -283,46 +267,11 @@ static cml_status launched(const char *fn, const char *kernel, cml_dtype dt, lon
     return cml__cuda_check_launch(fn, kernel, cml_dtype_name(dt), n, grid, block);
 }
 
-/* The bad-target flag of this host thread on one device (see the top of the file). */
-struct ce_flag {
-    unsigned long long *row; /* device: the lowest bad row, NO_BAD_ROW when none */
-    unsigned *seen;          /* mapped pinned host word, set by a kernel that met a bad target (NULL: none) */
-    unsigned *seen_dev;      /* its device address */
-    bool dirty;              /* row must be reset before the next kernel */
-};
-
-/* This thread's flag for the context's device, allocated on first use; resets it on the stream
- * when the last call found a bad row (or when there is no host word to say so). */
-static cml_status ce_flag_begin(cml_ctx *ctx, const char *fn, ce_flag **out, ce_bad *bad) {
-    static thread_local ce_flag flags[64];
-    const int d = ctx->device.index;
-    if (d < 0 || d >= 64) return cml__error(CML_ERR_UNSUPPORTED, "%s: CUDA device %d out of range", fn, d);
-    ce_flag *f = &flags[d];
-    if (!f->row) {
-        CML_CUDA_TRY(fn, cudaMalloc((void **)&f->row, sizeof *f->row));
-        f->dirty = true;
-        unsigned *h = nullptr;
-        if (cudaHostAlloc((void **)&h, sizeof *h, cudaHostAllocMapped | cudaHostAllocPortable) == cudaSuccess &&
-            cudaHostGetDevicePointer((void **)&f->seen_dev, h, 0) == cudaSuccess) {
-            *(volatile unsigned *)h = 0u;
-            f->seen = h;
-        } else { /* no mapped memory: reset and copy the flag back on every call */
-            (void)cudaGetLastError();
-            if (h) (void)cudaFreeHost(h);
-            f->seen = f->seen_dev = nullptr;
-        }
-    }
-    if (f->seen && *(volatile unsigned *)f->seen) { /* left set by a call that failed before its check */
-        *(volatile unsigned *)f->seen = 0u;
-        f->dirty = true;
-    }
-    if (f->dirty || !f->seen) {
-        CML_CUDA_TRY(fn, cudaMemsetAsync(f->row, 0xFF, sizeof *f->row, cml__stream(ctx)));
-        f->dirty = false;
-    }
-    *out = f;
-    *bad = ce_bad{f->row, f->seen_dev};
-    return CML_OK;
+/* Registers the call with the context's bad-index check (runtime/cuda_index_check.h). */
+static cml_status ce_begin(cml_ctx *ctx, const char *fn, const int64_t *targets, long long rows, long long n,
+                           long long ignore, cml__index_flag *bad) {
+    const cml__index_call call = {fn, "targets", targets, n, "", true, ignore};
+    return cml__index_check_begin(ctx, &call, rows, bad);
 }
 
 /* Chunk states in the workspace. */
@@ -331,25 +280,6 @@ static cml_status ce_states(cml_ctx *ctx, size_t bytes, cml__ms **states) {
     CML_TRY(cml_ctx_workspace(ctx, &ws, bytes > 0 ? bytes : 1));
     *states = (cml__ms *)ws;
     return CML_OK;
-}
-
-/* Waits for the stream; where a kernel met a bad target (or there is no host word), copies the
- * lowest bad row back and reports it, like the CPU. */
-static cml_status check_targets(cml_ctx *ctx, const char *fn, ce_flag *f, const int64_t *targets, int64_t classes,
-                                int64_t ignore) {
-    CML_CUDA_TRY(fn, cudaStreamSynchronize(cml__stream(ctx)));
-    if (f->seen && *(volatile unsigned *)f->seen == 0u) return CML_OK;
-    if (f->seen) {
-        *(volatile unsigned *)f->seen = 0u;
-        f->dirty = true;
-    }
-    unsigned long long bad = NO_BAD_ROW;
-    CML_TRY(cml__cuda_memcpy(ctx, &bad, f->row, sizeof bad, true, fn));
-    if (bad == NO_BAD_ROW) return CML_OK;
-    int64_t t = 0;
-    CML_TRY(cml__cuda_memcpy(ctx, &t, targets + bad, sizeof t, true, fn));
-    return cml__error(CML_ERR_INVALID_ARG, "%s: targets[%lld]=%lld must be in [0, %lld) or equal ignore_index=%lld",
-                      fn, (long long)bad, (long long)t, (long long)classes, (long long)ignore);
 }
 
 static int sm_count(const cml_ctx *ctx) {
@@ -364,11 +294,10 @@ static cml_status fwd_launch(cml_ctx *ctx, float *loss, const void *logits, cons
     cudaStream_t st = cml__stream(ctx);
     const int splits = (int)((n + CML__SM_CHUNK - 1) / CML__SM_CHUNK);
     const bool split = rows < 4ll * sm_count(ctx) && splits >= 2;
-    ce_flag *flag = NULL;
-    ce_bad bad;
+    cml__index_flag bad;
     cml__ms *states = NULL;
     if (split) CML_TRY(ce_states(ctx, (size_t)(rows * splits) * sizeof(cml__ms), &states));
-    CML_TRY(ce_flag_begin(ctx, fn, &flag, &bad));
+    CML_TRY(ce_begin(ctx, fn, targets, rows, n, ignore, &bad));
     if (split) {
         const unsigned grid = (unsigned)(rows * splits);
         cml__softmax_stats_kernel<DT><<<grid, CML__SM_THREADS, 0, st>>>(states, logits, 0, n, splits);
@@ -386,7 +315,7 @@ static cml_status fwd_launch(cml_ctx *ctx, float *loss, const void *logits, cons
         ce_fwd_rows_kernel<DT><<<grid, dim3(G, R), 0, st>>>(loss, logits, targets, rows, n, ignore, bad);
         CML_TRY(launched(fn, "ce_fwd_rows_kernel", (cml_dtype)DT, rows * n, grid, (unsigned)(G * R)));
     }
-    return check_targets(ctx, fn, flag, targets, n, ignore);
+    return cml__index_check_end(ctx, fn);
 }
 
 template <int DT>
@@ -395,12 +324,11 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dlogits, const float *dloss, co
     static const char fn[] = "cml_cross_entropy_bwd";
     cudaStream_t st = cml__stream(ctx);
     typedef typename cml__elem<DT>::type T;
-    ce_flag *flag = NULL;
-    ce_bad bad;
+    cml__index_flag bad;
     cml__ms *states = NULL;
     int KW, G, R;
     if (cml__rows_vec_ok(n, sizeof(T), dlogits, logits, logits) && cml__words_geometry(n, sizeof(T), &KW, &G, &R)) {
-        CML_TRY(ce_flag_begin(ctx, fn, &flag, &bad));
+        CML_TRY(ce_begin(ctx, fn, targets, rows, n, ignore, &bad));
         const unsigned grid = cml__row_blocks(rows, R);
         if (KW == 4)
             ce_bwd_words_kernel<DT, 4><<<grid, dim3(G, R), 0, st>>>(dlogits, dloss, logits, targets, rows, (int)n,
@@ -409,16 +337,16 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dlogits, const float *dloss, co
             ce_bwd_words_kernel<DT, 8><<<grid, dim3(G, R), 0, st>>>(dlogits, dloss, logits, targets, rows, (int)n,
                                                                     ignore, bad);
         CML_TRY(launched(fn, "ce_bwd_words_kernel", (cml_dtype)DT, rows * n, grid, (unsigned)(G * R)));
-        return check_targets(ctx, fn, flag, targets, n, ignore);
+        return cml__index_check_end(ctx, fn);
     }
     if (n <= 512 * E_ROW) {
-        CML_TRY(ce_flag_begin(ctx, fn, &flag, &bad));
+        CML_TRY(ce_begin(ctx, fn, targets, rows, n, ignore, &bad));
         cml__reg_rows_geometry(n, E_ROW, &G, &R);
         const unsigned grid = cml__row_blocks(rows, R);
         ce_bwd_rows_kernel<DT, false><<<grid, dim3(G, R), 0, st>>>(dlogits, dloss, logits, targets, rows, (int)n,
                                                                    ignore, bad);
         CML_TRY(launched(fn, "ce_bwd_rows_kernel", (cml_dtype)DT, rows * n, grid, (unsigned)(G * R)));
-        return check_targets(ctx, fn, flag, targets, n, ignore);
+        return cml__index_check_end(ctx, fn);
     }
     const long long ch1 = (long long)CML__SM_THREADS * CML__SM_ONEPASS_KW * (16 / (long long)sizeof(T));
     const long long osplits = (n + ch1 - 1) / ch1;
@@ -426,20 +354,20 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dlogits, const float *dloss, co
         cml__row_sync_fits((const void *)ce_bwd_onepass_kernel<DT>, CML__SM_THREADS, (int)osplits, sm_count(ctx))) {
         void *ws = NULL;
         CML_TRY(cml_ctx_workspace(ctx, &ws, cml__row_sync_bytes(rows, osplits)));
-        CML_TRY(ce_flag_begin(ctx, fn, &flag, &bad));
+        CML_TRY(ce_begin(ctx, fn, targets, rows, n, ignore, &bad));
         CML_CUDA_TRY(fn, cml__row_sync_reset(ws, rows, osplits, st));
         const unsigned grid = (unsigned)(rows * osplits);
         ce_bwd_onepass_kernel<DT><<<grid, CML__SM_THREADS, 0, st>>>(
             dlogits, dloss, logits, targets, (unsigned *)ws, cml__row_sync_slots(ws, rows), n, (int)osplits, ignore,
             bad);
         CML_TRY(launched(fn, "ce_bwd_onepass_kernel", (cml_dtype)DT, rows * n, grid, CML__SM_THREADS));
-        return check_targets(ctx, fn, flag, targets, n, ignore);
+        return cml__index_check_end(ctx, fn);
     }
     const int splits = (int)((n + CML__SM_CHUNK - 1) / CML__SM_CHUNK);
     const long long batch = cml__sm_batch_rows(ctx, n * (long long)sizeof(T));
     const long long nb = batch < rows ? batch : rows;
     CML_TRY(ce_states(ctx, (size_t)(nb * splits) * sizeof(cml__ms), &states));
-    CML_TRY(ce_flag_begin(ctx, fn, &flag, &bad));
+    CML_TRY(ce_begin(ctx, fn, targets, rows, n, ignore, &bad));
     for (long long r0 = 0; r0 < rows; r0 += nb) {
         const unsigned grid = (unsigned)((rows - r0 < nb ? rows - r0 : nb) * splits);
         cml__softmax_stats_kernel<DT><<<grid, CML__SM_THREADS, 0, st>>>(states, logits, r0, n, splits);
@@ -448,7 +376,7 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dlogits, const float *dloss, co
                                                                   splits, ignore, bad);
         CML_TRY(launched(fn, "ce_bwd_apply_kernel", (cml_dtype)DT, rows * n, grid, CML__SM_THREADS));
     }
-    return check_targets(ctx, fn, flag, targets, n, ignore);
+    return cml__index_check_end(ctx, fn);
 }
 
 /* ---- entry points (arguments validated by src/kernels/cross_entropy.c) ------------------------------ */
