@@ -116,6 +116,16 @@ extern "C" cml_status cml__attention_bwd_sm90(cml_ctx *ctx, const cml_attention_
     p.n_qt = (int)((d->S_q + BM - 1) / BM);
     p.n_kb = (int)((d->S_kv + CML_ATT90B_BN - 1) / CML_ATT90B_BN);
     p.total_tiles = (int)(d->B * d->H_kv * p.n_kb);
+    /* Tile order (dev/attention_sm90/README.md, "Backward", v4): without the causal mask, every
+     * key block of a head starts at query tile 0, and head-major tiles that start together wait on
+     * each other's dQ adds down the key-block chain; interleaving heads removes that (+10-30% at
+     * S = 2k). Measured best: 8 heads up to 16 key blocks, 4 beyond (8 lost L2 reuse at S = 8k).
+     * Causal tiles already start staggered; interleaving them only cost L2 reuse (up to -20%). */
+    p.hshift = 0;
+    if (!p.causal) {
+        const int want = p.n_kb <= 16 ? 3 : 2;
+        while (p.hshift < want && (d->B * d->H_kv) % (2 << p.hshift) == 0) p.hshift++;
+    }
     p.scale = d->scale;
     p.scale_log2 = d->scale * CML_ATTN_LOG2E;
     p.dK = dK;

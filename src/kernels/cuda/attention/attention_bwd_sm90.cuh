@@ -43,8 +43,9 @@
  * the causal mask block n + 1 (which sees fewer tiles) reaches tile m BN / BM steps before block
  * n does; adding in descending n, nobody waits for long (in ascending order, block n would wait at
  * its first tile until block 0 got there: every block of a head would take as long as block 0).
- * Forward progress: work tiles are numbered head-major, key blocks descending
- * (tile = (b H_kv + hk) n_kb + n_kb - 1 - n), and every tile, the first too, is claimed from an
+ * Forward progress: work tiles are numbered so that (g, n + 1) comes before (g, n) for every kv
+ * head g = b H_kv + hk (key blocks descending; heads in groups of 2^hshift, interleaved inside a
+ * group: cml__att90b_tile_pos), and every tile, the first too, is claimed from an
  * atomic counter, so each CTA holds tiles in increasing order and a claimed tile's CTA is
  * running (CTAs that never got onto an SM hold nothing). Take the lowest unfinished tile
  * T = (g, n): every lower tile is finished; T's CTA is working on T (its own earlier tiles are
@@ -71,6 +72,7 @@ typedef struct cml__att90b_params {
     int n_qt;        /* query tiles per (b, h): ceil(Sq / BM) */
     int n_kb;        /* key blocks per (b, hk): ceil(Sk / BN) */
     int total_tiles; /* B * Hkv * n_kb */
+    int hshift;      /* 2^hshift heads interleaved in the tile order (see cml__att90b_tile_pos) */
     float scale_log2, scale;
     const float *lse2; /* (B, Hq, n_qt BM) */
     const float *di;   /* (B, Hq, n_qt BM) */
@@ -79,7 +81,34 @@ typedef struct cml__att90b_params {
     int *tile_counter; /* zeroed by prep */
     void *dK, *dV;     /* element (b, s, h, d) at b s[0] + s s[1] + h s[2] + d */
     long long dk_s[3], dv_s[3];
+    unsigned long long *prof; /* dev harness, VAR & CML_ATT90B_V_PROF: 64 cycle counters per CTA; else unused */
 } cml__att90b_params;
+
+/* Kernel variants for the dev harness (dev/attention_sm90/bwd_harness.cu); the library runs VAR = 0.
+ *   PROF:      clock64 intervals of the phases of one thread per role, summed per CTA into p.prof;
+ *   UNORDERED: dQ partials added with no key-block order (no semaphores): NOT deterministic, only
+ *              to measure what the fixed order costs. */
+enum { CML_ATT90B_V_PROF = 1, CML_ATT90B_V_UNORDERED = 2 };
+
+/* Phase timer (VAR & PROF): lap(slot) adds the cycles since the last lap to counter slot. */
+template <int VAR>
+struct cml__att90b_prof {
+    unsigned long long *p; /* this CTA's counters, NULL on threads that do not record */
+    long long t;
+    __device__ __forceinline__ void init(unsigned long long *base) {
+        if (VAR & CML_ATT90B_V_PROF) p = base ? base + blockIdx.x * 64 : NULL, t = clock64();
+    }
+    __device__ __forceinline__ void lap(int slot) {
+        if (VAR & CML_ATT90B_V_PROF) {
+            const long long now = clock64();
+            if (p) atomicAdd(p + slot, (unsigned long long)(now - t));
+            t = now;
+        }
+    }
+    __device__ __forceinline__ void count(int slot) {
+        if ((VAR & CML_ATT90B_V_PROF) && p) atomicAdd(p + slot, 1ull);
+    }
+};
 
 /* Dynamic shared memory: K, V (one tile), ST stages of Q and dO (+ lse2, Di), two dS^T buffers,
  * NDQ dQ partial buffers, step descriptions, barriers; 1024 bytes of alignment slack. */
@@ -109,9 +138,16 @@ struct cml__att90b_smem {
 /* Step flags in a step description (int4 {tile, h, m, flags}). */
 enum { CML_ATT90B_FIRST = 1, CML_ATT90B_LAST = 2 };
 
-/* Work tile -> key block: numbered descending within a kv head (see the header). */
-static __device__ __forceinline__ int cml__att90b_key_block(const cml__att90b_params &p, int tile) {
-    return p.n_kb - 1 - tile % p.n_kb;
+/* Work tile -> (key block n, kv head g = b H_kv + hk). The kv heads go in groups of
+ * 2^p.hshift (a divisor of B H_kv); inside a group the tiles are numbered key block major,
+ * descending, head fastest: tile = (group n_kb + n_kb - 1 - n) 2^hshift + g % 2^hshift. So the
+ * tile of (g, n + 1), the one (g, n) waits on, is numbered 2^hshift lower (see the header), and
+ * consecutive claims go to different heads: tiles that start together do not wait on each other
+ * (hshift = 0: head-major, the blocks of a head one after the other). */
+static __device__ __forceinline__ void cml__att90b_tile_pos(const cml__att90b_params &p, int tile, int &n, int &g) {
+    const int u = tile >> p.hshift, grp = u / p.n_kb;
+    n = p.n_kb - 1 - (u - grp * p.n_kb);
+    g = grp << p.hshift | (tile & ((1 << p.hshift) - 1));
 }
 
 /* The rank of key block n among those that add to query tile m: the last key block that sees the
@@ -237,7 +273,7 @@ static __global__ void cml__att90b_dq_kernel(const float4 *acc, uint16_t *dQ, lo
 /* ---- main kernel: the three roles ------------------------------------------------------------ */
 
 /* Producer (one thread): claims tiles, loads K, V per tile and (Q, lse2), (dO, Di) per step. */
-template <int D, int BM, int ST, int NDQ>
+template <int D, int BM, int ST, int NDQ, int VAR>
 static __device__ __forceinline__ void cml__att90b_produce(const CUtensorMap *map_q, const CUtensorMap *map_k,
                                                            const CUtensorMap *map_v, const CUtensorMap *map_do,
                                                            const cml__att90b_params &p, uint8_t *smem) {
@@ -252,13 +288,20 @@ static __device__ __forceinline__ void cml__att90b_produce(const CUtensorMap *ma
     cml__tma_prefetch_map(map_v);
     cml__tma_prefetch_map(map_do);
     int it = 0; /* steps so far: the stage ring's position */
+    cml__att90b_prof<VAR> pf; /* slots 56..59: tile claim + previous tile done, stage waits, issue, tiles */
+    pf.init(p.prof);
     for (;;) {
+        pf.lap(58);
         const int tile = atomicAdd(p.tile_counter, 1);
         if (tile >= p.total_tiles) break;
-        const int n = cml__att90b_key_block(p, tile), g = tile / p.n_kb, b = g / p.Hkv, hk = g % p.Hkv;
+        int n, g;
+        cml__att90b_tile_pos(p, tile, n, g);
+        const int b = g / p.Hkv, hk = g % p.Hkv;
         const int j0 = n * BN, m_first = cml__att90b_first_qtile<BM>(p, j0);
         /* the last tile's K, V are read once its last step is done (which includes its dQ products) */
         if (it > 0) cml__mbar_wait(&qd_empty[(it - 1) % ST], ((it - 1) / ST) & 1);
+        pf.lap(56);
+        pf.count(59);
         cml__mbar_arrive_expect_tx(kv_full, 2 * sm::kv_bytes);
         cml__att90_load<D>(smem + sm::off_k, map_k, kv_full, j0, hk, b, BN);
         cml__att90_load<D>(smem + sm::off_v, map_v, kv_full, j0, hk, b, BN);
@@ -269,9 +312,11 @@ static __device__ __forceinline__ void cml__att90b_produce(const CUtensorMap *ma
         for (int h = hk * p.group; h < h_end; h++) {
             for (int m = m_first; m < p.n_qt; m++, it++) {
                 const int s = it % ST;
+                pf.lap(58);
                 if (it >= ST) cml__mbar_wait(&qd_empty[s], (it / ST - 1) & 1); /* step it - ST is done with it */
+                pf.lap(57);
                 if (h == h_end - 1 && m == p.n_qt - 1) flags |= CML_ATT90B_LAST;
-                meta[s] = make_int4(tile, h, m, flags);
+                meta[s] = make_int4(g * p.n_kb + p.n_kb - 1 - n, h, m, flags);
                 flags = 0;
                 const int row = ((b * p.Hq + h) * p.n_qt + m) * BM; /* < 2^31: checked on the host */
                 cml__mbar_arrive_expect_tx(&q_full[s], sm::qd_bytes + BM * 4); /* also publishes meta[s] */
@@ -292,29 +337,46 @@ static __device__ __forceinline__ void cml__att90b_produce(const CUtensorMap *ma
 
 /* dQ writer qb (one thread per dQ buffer, so that the adds of consecutive partials overlap): adds
  * the partials that pass through buffer qb into the accumulator, each in its key-block order. */
-template <int D, int BM, int ST, int NDQ>
+template <int D, int BM, int ST, int NDQ, int VAR>
 static __device__ __forceinline__ void cml__att90b_write_dq(const cml__att90b_params &p, uint8_t *smem, int qb) {
     typedef cml__att90b_smem<D, BM, ST, NDQ> sm;
     uint64_t *dq_full = (uint64_t *)(smem + sm::off_bar) + 1 + 3 * ST, *dq_empty = dq_full + NDQ;
     const int4 *dq_meta = (const int4 *)(smem + sm::off_dqmeta);
+    cml__att90b_prof<VAR> pf;
+    pf.init(p.prof);
+    const int ps = 40 + 6 * qb; /* profile slots: full wait, order wait, add issue + read, add done, count */
     for (int it = 0;; it++) {
         cml__mbar_wait(&dq_full[qb], it & 1); /* the consumers' next partial is in buffer qb */
         const int4 mt = dq_meta[qb]; /* {semaphore index, rank, -, -} or {-1} */
         if (mt.x < 0) break;
+        pf.lap(ps);
         int *sem = p.dq_sem + mt.x;
         float *dst = p.dq_acc + (long long)mt.x * (BM * D);
         const float *src = (const float *)(smem + sm::off_dq + qb * sm::dq_bytes);
+        if (VAR & CML_ATT90B_V_UNORDERED) { /* dev only: the accumulator was zeroed; adds in any order */
+            cml__fence_proxy_async_global();
+            cml__bulk_reduce_add_f32(dst, src, sm::dq_bytes);
+            cml__bulk_commit();
+            cml__bulk_wait_read<0>();
+            cml__mbar_arrive(&dq_empty[qb]);
+            continue;
+        }
         while (cml__att90b_ld_acquire(sem) != mt.y) __nanosleep(32); /* key blocks 0 .. rank-1 have added */
+        pf.lap(ps + 1);
         cml__fence_proxy_async_global();
         if (mt.y == 0) cml__bulk_store(dst, src, sm::dq_bytes);
         else cml__bulk_reduce_add_f32(dst, src, sm::dq_bytes);
         cml__bulk_commit();
         cml__bulk_wait_read<0>();
         cml__mbar_arrive(&dq_empty[qb]); /* the buffer may be refilled */
+        pf.lap(ps + 2);
         cml__bulk_wait<0>();             /* the add is done ... */
         cml__fence_proxy_async_global();
         cml__att90b_red_release(sem, 1); /* ... before the next key block may add */
+        pf.lap(ps + 3);
+        pf.count(ps + 4);
     }
+    cml__bulk_wait<0>();
 }
 
 /* acc (64 x N) = A B^T over the head dim, both K-major in shared memory: a_addr the consumer's 64
@@ -437,16 +499,19 @@ static __device__ __forceinline__ void cml__att90b_dq_issue(float *dq, uint8_t *
 
 /* After the dQ product of step k completed (wgmma_wait): releases dS^T buffer k % 2 and hands the
  * partial to the dQ writers through dQ buffer it_dq % NDQ, with its semaphore index and rank. */
-template <int D, int BM, int ST, int NDQ>
+template <int D, int BM, int ST, int NDQ, int VAR>
 static __device__ __forceinline__ void cml__att90b_dq_finish(float *dq, uint8_t *smem, int k, int idx, int rank,
-                                                             int &it_dq, int consumer, int lane) {
+                                                             int &it_dq, int consumer, int lane,
+                                                             cml__att90b_prof<VAR> &pf, int ps) {
     typedef cml__att90b_smem<D, BM, ST, NDQ> sm;
     uint64_t *dq_full = (uint64_t *)(smem + sm::off_bar) + 1 + 3 * ST, *dq_empty = dq_full + NDQ;
     uint64_t *ds_empty = dq_empty + NDQ + 2;
     cml__wgmma_reg_fence<32>(dq);
     if (threadIdx.x % 128 == 0) cml__mbar_arrive(&ds_empty[k & 1]); /* this consumer is done with dS^T of step k */
     const int qb = it_dq % NDQ;
+    pf.lap(ps);
     if (it_dq >= NDQ) cml__mbar_wait(&dq_empty[qb], (it_dq / NDQ - 1) & 1); /* partial it_dq - NDQ was read */
+    pf.lap(ps + 1);
     float4 *dqs = (float4 *)(smem + sm::off_dq + qb * sm::dq_bytes); /* fragment order: float4 (q, consumer, thread) */
 #pragma unroll
     for (int q = 0; q < 8; q++)
@@ -458,7 +523,7 @@ static __device__ __forceinline__ void cml__att90b_dq_finish(float *dq, uint8_t 
     it_dq++;
 }
 
-template <int DT, int D, int BM, int ST, int NDQ>
+template <int DT, int D, int BM, int ST, int NDQ, int VAR = 0>
 static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
     cml__att90b_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                        const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_do,
@@ -497,9 +562,9 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
     const int wg = threadIdx.x / 128;
     if (wg == 0) {
         cml__regs_dealloc<CML_ATT90B_PRODUCER_REGS>();
-        if (threadIdx.x == 0) cml__att90b_produce<D, BM, ST, NDQ>(&map_q, &map_k, &map_v, &map_do, p, smem);
+        if (threadIdx.x == 0) cml__att90b_produce<D, BM, ST, NDQ, VAR>(&map_q, &map_k, &map_v, &map_do, p, smem);
         else if (threadIdx.x % 32 == 0 && threadIdx.x / 32 <= NDQ)
-            cml__att90b_write_dq<D, BM, ST, NDQ>(p, smem, threadIdx.x / 32 - 1);
+            cml__att90b_write_dq<D, BM, ST, NDQ, VAR>(p, smem, threadIdx.x / 32 - 1);
     } else {
         cml__regs_alloc<CML_ATT90B_CONSUMER_REGS>();
         const int consumer = wg - 1, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
@@ -513,6 +578,9 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
         float dk[D / 2], dv[D / 2];
         int tcount = 0, it_dq = 0;
         int prev_idx = -1, prev_rank = 0; /* the deferred dQ product of the last step (same tile), if any */
+        cml__att90b_prof<VAR> pf; /* slots 20 consumer + 0..17: the phases below */
+        pf.init(threadIdx.x % 128 == 0 ? p.prof : NULL);
+        const int ps = 20 * consumer;
         if (consumer == 1) cml__att90_bar_arrive(1, 256); /* ping-pong: consumer 0 issues first */
         for (int it = 0;; it++) {
             const int s = it % ST;
@@ -523,6 +591,7 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
             if (lane == 0) mt = meta[s];
             const int tile = __shfl_sync(0xffffffffu, mt.x, 0), h = __shfl_sync(0xffffffffu, mt.y, 0);
             const int m = __shfl_sync(0xffffffffu, mt.z, 0), flags = __shfl_sync(0xffffffffu, mt.w, 0);
+            pf.lap(ps + 0);
             if (tile < 0) { /* pass the end on to every dQ writer (nothing is deferred: tiles end drained) */
                 for (int k = it_dq; k < it_dq + NDQ; k++) {
                     const int qb = k % NDQ;
@@ -533,7 +602,8 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
                 }
                 break;
             }
-            const int n = cml__att90b_key_block(p, tile), g = tile / p.n_kb, b = g / p.Hkv, hk = g % p.Hkv;
+            /* the step description carries (g, n) as the head-major tile number g n_kb + n_kb - 1 - n */
+            const int n = p.n_kb - 1 - tile % p.n_kb, g = tile / p.n_kb, b = g / p.Hkv, hk = g % p.Hkv;
             const int j0 = n * BN, i0 = m * BM;
             const bool mask = j0 + BN > p.Sk || (p.causal && i0 < j0 + BN - 1 - off);
             const bool last = (flags & CML_ATT90B_LAST) != 0;
@@ -541,6 +611,7 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
                 cml__mbar_wait(kv_full, tcount & 1); /* this tile's K, V */
 #pragma unroll
                 for (int i = 0; i < D / 2; i++) dk[i] = dv[i] = 0.0f;
+                pf.lap(ps + 1);
             }
             const uint32_t q_addr = cml__smem_addr(smem + sm::off_q + s * sm::qd_bytes);
             const uint32_t do_addr = cml__smem_addr(smem + sm::off_do + s * sm::qd_bytes);
@@ -549,46 +620,61 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
             /* ping-pong: the consumers take turns issuing their products (named barriers 1, 2), so
              * that one's exp and dS work runs under the other's products */
             cml__att90_bar_sync(1 + consumer, 256);
+            pf.lap(ps + 2);
             cml__wgmma_fence();
             cml__att90b_mma_nt<DT, D, BM, BN>(st, k_addr + consumer * 64 * 128, q_addr); /* S^T = K Q^T */
             cml__mbar_wait(&do_full[s], (it / ST) & 1); /* dO, Di */
+            pf.lap(ps + 3);
             cml__att90b_mma_nt<DT, D, BM, BN>(dpt, v_addr + consumer * 64 * 128, do_addr); /* dP^T = V dO^T */
             cml__wgmma_commit();
             cml__att90_bar_arrive(2 - consumer, 256);
+            pf.lap(ps + 4);
             cml__wgmma_wait<0>();
             cml__wgmma_reg_fence<BM / 2>(st);
             cml__wgmma_reg_fence<BM / 2>(dpt);
+            pf.lap(ps + 5);
             cml__att90b_p_ds<DT, BM>(pa, ds, st, dpt, lse_all + s * BM, di_all + s * BM, mask, j0 + key_loc - i0,
                                      qcol0, p.Sk - i0, p.causal, off, p.scale_log2);
+            pf.lap(ps + 6);
             /* dS^T of this step into buffer it % 2, once both consumers' dQ products of step it - 2
              * are done with it; then published to both (ds_full) */
             const int buf = it & 1;
             if (it >= 2) cml__mbar_wait(&ds_empty[buf], ((it >> 1) - 1) & 1);
+            pf.lap(ps + 7);
             cml__att90b_store_ds<BM>(smem + sm::off_ds + buf * sm::ds_bytes, ds, key_loc, lane);
             cml__fence_proxy_async_smem();
             __syncwarp();
             if (lane == 0) cml__mbar_arrive(&ds_full[buf]);
+            pf.lap(ps + 8);
             /* dV, dK, and the dQ product of the last step (the other consumer wrote its half of that
              * dS^T a step ago, so the two need not run in lockstep) */
             if (prev_idx >= 0) {
                 float dq[32];
                 cml__att90_bar_sync(1 + consumer, 256);
+                pf.lap(ps + 9);
                 cml__wgmma_fence();
                 cml__att90b_mma_rs<DT, D, BM>(dv, pa, do_addr); /* dV += P^T dO */
                 cml__att90b_mma_rs<DT, D, BM>(dk, ds, q_addr);  /* dK += dS^T Q */
                 cml__att90b_dq_issue<DT, D, BM, ST, NDQ>(dq, smem, it - 1, consumer, k_addr);
                 cml__wgmma_commit();
                 cml__att90_bar_arrive(2 - consumer, 256);
+                pf.lap(ps + 10);
                 cml__wgmma_wait<0>();
-                cml__att90b_dq_finish<D, BM, ST, NDQ>(dq, smem, it - 1, prev_idx, prev_rank, it_dq, consumer, lane);
+                pf.lap(ps + 11);
+                cml__att90b_dq_finish<D, BM, ST, NDQ, VAR>(dq, smem, it - 1, prev_idx, prev_rank, it_dq, consumer, lane,
+                                                           pf, ps + 12);
+                pf.lap(ps + 14);
             } else {
                 cml__att90_bar_sync(1 + consumer, 256);
+                pf.lap(ps + 9);
                 cml__wgmma_fence();
                 cml__att90b_mma_rs<DT, D, BM>(dv, pa, do_addr);
                 cml__att90b_mma_rs<DT, D, BM>(dk, ds, q_addr);
                 cml__wgmma_commit();
                 cml__att90_bar_arrive(2 - consumer, 256);
+                pf.lap(ps + 10);
                 cml__wgmma_wait<0>();
+                pf.lap(ps + 11);
             }
             const int idx = (b * p.Hq + h) * p.n_qt + m, rank = cml__att90b_rank<BM>(p, m, n);
             if (last) { /* this step's dQ product too, before K is replaced */
@@ -596,7 +682,9 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
                 cml__att90b_dq_issue<DT, D, BM, ST, NDQ>(dq2, smem, it, consumer, k_addr);
                 cml__wgmma_commit();
                 cml__wgmma_wait<0>();
-                cml__att90b_dq_finish<D, BM, ST, NDQ>(dq2, smem, it, idx, rank, it_dq, consumer, lane);
+                pf.lap(ps + 15);
+                cml__att90b_dq_finish<D, BM, ST, NDQ, VAR>(dq2, smem, it, idx, rank, it_dq, consumer, lane, pf, ps + 12);
+                pf.lap(ps + 14);
             }
             cml__wgmma_reg_fence<D / 2>(dv);
             cml__wgmma_reg_fence<D / 2>(dk);
@@ -610,6 +698,8 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
                 cml__att90b_store_dkv<DT, D>(p, dk, dv, b, hk, j0 + key_loc, qcol0);
                 tcount++;
             }
+            pf.lap(ps + 16);
+            pf.count(ps + 17);
         }
         if (consumer == 0) cml__att90_bar_sync(1, 256); /* consumer 1's last hand-over */
     }

@@ -1,0 +1,356 @@
+/* Harness for the Hopper attention backward (src/kernels/cuda/attention/attention_bwd_sm90.cuh):
+ * the kernel variants of the README's "Backward" ladder, timed per launch (prep, main, convert),
+ * checked bitwise against the library's configuration, optionally with the phase profile.
+ * One head dim per binary (so that the device compiles the two in parallel):
+ *   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Isrc -Xptxas=-v -DHD=128 \
+ *        dev/attention_sm90/bwd_harness.cu -lcuda -o build-att/bwd128
+ *   bwd128 perf [S...]        every variant, S in {512, 2048, 8192} (default), full and causal
+ *   bwd128 prof S causal      the phase profile of the library configuration (VAR = PROF)
+ * Problem: bf16, B*S = 16k tokens, hidden 2048 (H = 2048 / D), [B, S, H, D]; Q, K, V, dO random in
+ * [-1, 1); O and lse from the sm90 forward. Every variant's dQ, dK, dV must equal the first
+ * variant's bitwise (same key-block order of the dQ adds; different tile orders change nothing
+ * in the sums), except UNORDERED (no order: relative difference printed). bwd TFLOP/s = 2.5 x
+ * forward flops over the median of the summed prep + main + convert times. */
+#include <cuda.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "camel/status.h"
+#include "kernels/cuda/attention/attention_bwd_sm90.cuh"
+
+#ifndef HD
+#define HD 128
+#endif
+
+#define CK(x)                                                                                                      \
+    do {                                                                                                           \
+        cudaError_t e_ = (x);                                                                                      \
+        if (e_ != cudaSuccess) {                                                                                   \
+            printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));                              \
+            exit(1);                                                                                               \
+        }                                                                                                          \
+    } while (0)
+
+static int g_sms;
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* ---- kernels of the harness ------------------------------------------------------------------ */
+
+__global__ void fill_kernel(uint16_t *x, size_t n, uint32_t seed) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+        h ^= h >> 15, h *= 2246822519u, h ^= h >> 13, h *= 3266489917u, h ^= h >> 16;
+        float f = (float)(h >> 8) / 16777216.0f * 2.0f - 1.0f;
+        uint32_t u = __float_as_uint(f);
+        u += 0x7FFF + ((u >> 16) & 1);
+        x[i] = (uint16_t)(u >> 16);
+    }
+}
+
+/* Order-independent hash of n 32-bit words (position-weighted sum mod 2^64) and, against a
+ * reference, sum (x - r)^2 and sum r^2 over the bf16 pairs. */
+__global__ void hash_kernel(const uint32_t *x, const uint32_t *ref, size_t n, unsigned long long *h, double *err) {
+    unsigned long long acc = 0;
+    double num = 0, den = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        acc += (unsigned long long)x[i] * (i * 0x9E3779B97F4A7C15ull + 1);
+        if (ref) {
+            for (int k = 0; k < 2; k++) {
+                const float a = __uint_as_float((k ? x[i] & 0xffff0000u : x[i] << 16));
+                const float b = __uint_as_float((k ? ref[i] & 0xffff0000u : ref[i] << 16));
+                num += (double)(a - b) * (a - b), den += (double)b * b;
+            }
+        }
+    }
+    atomicAdd(h, acc);
+    if (ref) atomicAdd(&err[0], num), atomicAdd(&err[1], den);
+}
+
+/* ---- variants -------------------------------------------------------------------------------- */
+
+enum { BM = HD == 64 ? 128 : 64 };
+
+struct maps {
+    CUtensorMap q, k, v, o, dO;
+};
+
+typedef void (*bwd_main_fn)(const maps &, const cml__att90b_params &, int grid);
+
+template <int ST, int NDQ, int VAR>
+static void launch_main(const maps &m, const cml__att90b_params &p, int grid) {
+    typedef cml__att90b_smem<HD, BM, ST, NDQ> sm;
+    static_assert(sm::total <= 232448, "shared memory");
+    auto kern = cml__att90b_kernel<CML_ATT90_BF16, HD, BM, ST, NDQ, VAR>;
+    static bool set;
+    if (!set) {
+        CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, sm::total));
+        set = true;
+    }
+    kern<<<grid, CML_ATT90B_THREADS, sm::total>>>(m.q, m.k, m.v, m.dO, p);
+}
+
+typedef struct variant {
+    const char *name;
+    bwd_main_fn fn;
+    int unordered, prof, hgroup;
+} variant;
+
+/* the first one is the library's configuration (attention_bwd_sm90.cu, att90b_cfg) */
+#if HD == 64
+#define LIB_ST 2
+#define LIB_NDQ 1
+#else
+#define LIB_ST 2
+#define LIB_NDQ 2
+#endif
+static const variant VARIANTS[] = {
+    {"lib", launch_main<LIB_ST, LIB_NDQ, 0>, 0, 0, 1},
+    {"lib hg4", launch_main<LIB_ST, LIB_NDQ, 0>, 0, 0, 4},
+    {"lib hg8", launch_main<LIB_ST, LIB_NDQ, 0>, 0, 0, 8},
+    {"lib hg16", launch_main<LIB_ST, LIB_NDQ, 0>, 0, 0, 16},
+    {"unordered", launch_main<LIB_ST, LIB_NDQ, CML_ATT90B_V_UNORDERED>, 1, 0, 1},
+#if HD == 128 /* D = 64: a third stage or a second dQ buffer is past 227 KB */
+    {"st3 ndq1", launch_main<3, 1, 0>, 0, 0, 1},
+    {"st3 ndq1 hg8", launch_main<3, 1, 0>, 0, 0, 8},
+#endif
+    {"lib prof", launch_main<LIB_ST, LIB_NDQ, CML_ATT90B_V_PROF>, 0, 1, 1},
+    {"lib hg8 prof", launch_main<LIB_ST, LIB_NDQ, CML_ATT90B_V_PROF>, 0, 1, 8},
+};
+enum { N_VARIANTS = sizeof VARIANTS / sizeof VARIANTS[0] };
+
+/* A 4-D map (D, H, S, B) as the library makes it (cml__att90_map). */
+static void make_map(CUtensorMap *m, void *ptr, int B, int S, int H, int D, const long long st[3], int rows) {
+    cuuint64_t dims[4] = {(cuuint64_t)D, (cuuint64_t)H, (cuuint64_t)S, (cuuint64_t)B};
+    cuuint64_t strides[3] = {(cuuint64_t)(H > 1 ? st[2] : 8) * 2, (cuuint64_t)(S > 1 ? st[1] : 8) * 2,
+                             (cuuint64_t)(B > 1 ? st[0] : 8) * 2};
+    cuuint32_t box[4] = {64, 1, (cuuint32_t)rows, 1}, es[4] = {1, 1, 1, 1};
+    CUresult r = cuTensorMapEncodeTiled(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, ptr, dims, strides, box, es,
+                                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        printf("encode failed %d\n", (int)r);
+        exit(1);
+    }
+}
+
+static const char *SLOT_NAMES[64] = {
+    /* consumer */ "q_full wait", "kv_full wait", "bar G1", "S issue+dO wait", "dP issue", "G1 wgmma wait",
+    "P/dS math", "ds_empty wait", "dS store", "bar G2", "G2 issue+ds_full", "G2 wgmma wait", "dq fence",
+    "dq_empty wait", "dq store", "last dq", "tail+dKV", "steps",
+};
+
+/* ---- one problem ------------------------------------------------------------------------------ */
+
+static int run_problem(int S, int causal, int only_v, int reps) {
+    const int D = HD, B = 16384 / S, H = 2048 / D, Hkv = H, Sq = S, Sk = S;
+    const long long st[3] = {(long long)S * H * D, (long long)H * D, D};
+    const size_t n = (size_t)B * S * H * D, nl = (size_t)B * H * S;
+    uint16_t *q, *k, *v, *o, *dout, *dq, *dk, *dv, *ref[3];
+    float *lse;
+    CK(cudaMalloc(&q, n * 2));
+    CK(cudaMalloc(&k, n * 2));
+    CK(cudaMalloc(&v, n * 2));
+    CK(cudaMalloc(&o, n * 2));
+    CK(cudaMalloc(&dout, n * 2));
+    CK(cudaMalloc(&dq, n * 2));
+    CK(cudaMalloc(&dk, n * 2));
+    CK(cudaMalloc(&dv, n * 2));
+    for (int i = 0; i < 3; i++) CK(cudaMalloc(&ref[i], n * 2));
+    CK(cudaMalloc(&lse, nl * 4));
+    static uint32_t seed = 1;
+    fill_kernel<<<1024, 256>>>(q, n, seed++ * 0x9E3779B9u);
+    fill_kernel<<<1024, 256>>>(k, n, seed++ * 0x9E3779B9u);
+    fill_kernel<<<1024, 256>>>(v, n, seed++ * 0x9E3779B9u);
+    fill_kernel<<<1024, 256>>>(dout, n, seed++ * 0x9E3779B9u);
+    CK(cudaGetLastError());
+    const float scale = 1.0f / sqrtf((float)D);
+    int *counter;
+    CK(cudaMalloc(&counter, 4));
+    { /* forward: O, lse (the library's persistent configuration) */
+        enum { FST = HD == 64 ? 4 : 2 };
+        typedef cml__att90_psmem<HD, 128, FST, 1> fsm;
+        auto fk = cml__att90_fwd_persistent_kernel<CML_ATT90_BF16, HD, 128, FST, 1>;
+        CK(cudaFuncSetAttribute(fk, cudaFuncAttributeMaxDynamicSharedMemorySize, fsm::total));
+        CUtensorMap mq, mk, mv, mo;
+        make_map(&mq, q, B, S, H, D, st, CML_ATT90_BM);
+        make_map(&mk, k, B, S, Hkv, D, st, 128);
+        make_map(&mv, v, B, S, Hkv, D, st, 128);
+        make_map(&mo, o, B, S, H, D, st, 64);
+        cml__att90_params fp;
+        memset(&fp, 0, sizeof fp);
+        fp.Hq = H, fp.group = H / Hkv, fp.Sq = Sq, fp.Sk = Sk, fp.causal = causal;
+        fp.q_tiles = (Sq + CML_ATT90_BM - 1) / CML_ATT90_BM;
+        fp.scale_log2 = scale * 1.4426950408889634f;
+        fp.lse = lse;
+        fp.O = o, fp.o_sb = st[0], fp.o_ss = st[1], fp.o_sh = st[2];
+        fp.total_tiles = fp.q_tiles * B * H;
+        fp.tile_counter = counter;
+        CK(cudaMemset(counter, 0, 4));
+        fk<<<fp.total_tiles < g_sms ? fp.total_tiles : g_sms, CML_ATT90_THREADS, fsm::total>>>(mq, mk, mv, mo, fp);
+        CK(cudaGetLastError());
+        CK(cudaDeviceSynchronize());
+    }
+    maps m;
+    make_map(&m.q, q, B, S, H, D, st, BM);
+    make_map(&m.k, k, B, S, Hkv, D, st, CML_ATT90B_BN);
+    make_map(&m.v, v, B, S, Hkv, D, st, CML_ATT90B_BN);
+    make_map(&m.dO, dout, B, S, H, D, st, BM);
+    cml__att90b_params p;
+    memset(&p, 0, sizeof p);
+    p.Hq = H, p.Hkv = Hkv, p.group = H / Hkv, p.Sq = Sq, p.Sk = Sk, p.causal = causal;
+    p.n_qt = (Sq + BM - 1) / BM;
+    p.n_kb = (Sk + CML_ATT90B_BN - 1) / CML_ATT90B_BN;
+    p.total_tiles = B * Hkv * p.n_kb;
+    p.scale = scale, p.scale_log2 = scale * 1.4426950408889634f;
+    p.dK = dk, p.dV = dv;
+    for (int i = 0; i < 3; i++) p.dk_s[i] = p.dv_s[i] = st[i];
+    const long long rows_pad = (long long)B * H * p.n_qt * BM, n_sem = (long long)B * H * p.n_qt;
+    float *lse2, *di, *acc;
+    int *sem;
+    CK(cudaMalloc(&lse2, rows_pad * 4));
+    CK(cudaMalloc(&di, rows_pad * 4));
+    CK(cudaMalloc(&acc, rows_pad * D * 4));
+    CK(cudaMalloc(&sem, (n_sem + 1) * 4));
+    p.lse2 = lse2, p.di = di, p.dq_acc = acc, p.dq_sem = sem, p.tile_counter = sem + n_sem;
+    unsigned long long *prof, *hbuf;
+    double *ebuf;
+    const int grid = p.total_tiles < g_sms ? p.total_tiles : g_sms;
+    CK(cudaMalloc(&prof, (size_t)grid * 64 * 8));
+    CK(cudaMalloc(&hbuf, 8));
+    CK(cudaMalloc(&ebuf, 16));
+    const unsigned pgrid = (unsigned)((rows_pad * 8 + 255) / 256 < 4096 ? (rows_pad * 8 + 255) / 256 : 4096);
+    const long long n4 = rows_pad * D / 4;
+    const unsigned cgrid = (unsigned)((n4 + 255) / 256 < 4096 ? (n4 + 255) / 256 : 4096);
+    const double flop = 4.0 * B * H * (double)S * S * D * (causal ? 0.5 : 1.0);
+    cudaEvent_t ev[4];
+    for (int i = 0; i < 4; i++) cudaEventCreate(&ev[i]);
+    unsigned long long hash_ref = 0;
+    int fail = 0;
+    for (int vi = 0; vi < N_VARIANTS; vi++) {
+        const variant &var = VARIANTS[vi];
+        if (only_v >= 0 && vi != only_v && vi != 0) continue;
+        p.hshift = 0;
+        while ((2 << p.hshift) <= var.hgroup && (B * Hkv) % (2 << p.hshift) == 0) p.hshift++;
+        p.prof = var.prof ? prof : NULL;
+        float *tp = (float *)malloc(reps * 4), *tm = (float *)malloc(reps * 4), *tc = (float *)malloc(reps * 4),
+              *tt = (float *)malloc(reps * 4);
+        const int runs = var.prof ? 2 : reps + 2;
+        for (int r = 0; r < runs; r++) {
+            const bool timed = !var.prof && r >= 2;
+            if (r == 0) {
+                CK(cudaMemset(dq, 0xFF, n * 2));
+                CK(cudaMemset(dk, 0xFF, n * 2));
+                CK(cudaMemset(dv, 0xFF, n * 2));
+            }
+            if (var.prof && r == 1) CK(cudaMemset(prof, 0, (size_t)grid * 64 * 8));
+            cudaEventRecord(ev[0]);
+            cml__att90b_prep_kernel<CML_ATT90_BF16, HD><<<pgrid, 256>>>(dout, o, st[0], st[1], st[2], lse, H, Sq,
+                                                                        p.n_qt * BM, rows_pad, lse2, di, sem, (int)n_sem);
+            if (var.unordered) CK(cudaMemsetAsync(acc, 0, rows_pad * D * 4)); /* no first-adder store */
+            cudaEventRecord(ev[1]);
+            var.fn(m, p, grid);
+            cudaEventRecord(ev[2]);
+            cml__att90b_dq_kernel<CML_ATT90_BF16, HD, BM><<<cgrid, 256>>>((const float4 *)acc, dq, st[0], st[1], st[2],
+                                                                          H, Sq, p.n_qt, causal, Sk - Sq, scale, n4);
+            cudaEventRecord(ev[3]);
+            CK(cudaEventSynchronize(ev[3]));
+            CK(cudaGetLastError());
+            if (timed) {
+                cudaEventElapsedTime(&tp[r - 2], ev[0], ev[1]);
+                cudaEventElapsedTime(&tm[r - 2], ev[1], ev[2]);
+                cudaEventElapsedTime(&tc[r - 2], ev[2], ev[3]);
+                tt[r - 2] = tp[r - 2] + tm[r - 2] + tc[r - 2];
+            }
+            if (r == 0) { /* the check: bitwise against variant 0 (its first run is the reference) */
+                unsigned long long hs = 0;
+                double err[2] = {0, 0}, e3 = 0;
+                for (int a = 0; a < 3; a++) {
+                    uint16_t *x = a == 0 ? dq : a == 1 ? dk : dv;
+                    CK(cudaMemset(hbuf, 0, 8));
+                    CK(cudaMemset(ebuf, 0, 16));
+                    hash_kernel<<<1024, 256>>>((const uint32_t *)x, vi == 0 ? NULL : (const uint32_t *)ref[a], n / 2,
+                                               hbuf, ebuf);
+                    unsigned long long h1;
+                    CK(cudaMemcpy(&h1, hbuf, 8, cudaMemcpyDeviceToHost));
+                    CK(cudaMemcpy(err, ebuf, 16, cudaMemcpyDeviceToHost));
+                    hs = hs * 31 + h1;
+                    if (vi > 0) e3 = fmax(e3, sqrt(err[0] / (err[1] > 0 ? err[1] : 1)));
+                    if (vi == 0) CK(cudaMemcpy(ref[a], x, n * 2, cudaMemcpyDeviceToDevice));
+                }
+                if (vi == 0) hash_ref = hs;
+                const bool same = hs == hash_ref;
+                if (!same && !var.unordered) fail = 1;
+                printf("D=%d S=%-5d %s %-14s check: %s (rel.diff %.1e)\n", D, S, causal ? "causal" : "full  ", var.name,
+                       same ? "bitwise equal" : var.unordered ? "differs (unordered)" : "DIFFERS: FAIL", e3);
+            }
+        }
+        if (!var.prof) {
+            qsort(tp, reps, 4, cmp_float), qsort(tm, reps, 4, cmp_float), qsort(tc, reps, 4, cmp_float);
+            qsort(tt, reps, 4, cmp_float);
+            const double ms = tt[reps / 2];
+            printf("D=%d S=%-5d %s %-14s | bwd %.3f ms %6.1f TF | prep %.3f main %.3f (%6.1f TF) convert %.3f\n", D, S,
+                   causal ? "causal" : "full  ", var.name, ms, 2.5 * flop / ms / 1e9, tp[reps / 2], tm[reps / 2],
+                   2.5 * flop / tm[reps / 2] / 1e9, tc[reps / 2]);
+        } else {
+            unsigned long long *h = (unsigned long long *)malloc((size_t)grid * 64 * 8), tot[64] = {0};
+            CK(cudaMemcpy(h, prof, (size_t)grid * 64 * 8, cudaMemcpyDeviceToHost));
+            for (int c = 0; c < grid; c++)
+                for (int i = 0; i < 64; i++) tot[i] += h[c * 64 + i];
+            printf("D=%d S=%-5d %s %-14s profile (cycles per step, summed over CTAs / steps):\n", D, S,
+                   causal ? "causal" : "full  ", var.name);
+            for (int c = 0; c < 2; c++) {
+                const double steps = (double)tot[20 * c + 17];
+                double sum = 0;
+                for (int i = 0; i < 17; i++) sum += tot[20 * c + i];
+                printf("  consumer %d (%.0f steps, %.0f cycles/step):", c, steps, sum / steps);
+                for (int i = 0; i < 17; i++) printf(" [%s %.0f]", SLOT_NAMES[i], tot[20 * c + i] / steps);
+                printf("\n");
+            }
+            for (int w = 0; w < 2; w++) {
+                const double cnt = (double)tot[40 + 6 * w + 4];
+                if (cnt == 0) continue;
+                printf("  dq writer %d (%.0f partials): [full wait %.0f] [order wait %.0f] [add issue+read %.0f] "
+                       "[add done+release %.0f]\n",
+                       w, cnt, tot[40 + 6 * w] / cnt, tot[41 + 6 * w] / cnt, tot[42 + 6 * w] / cnt, tot[43 + 6 * w] / cnt);
+            }
+            const double tiles = (double)tot[59];
+            printf("  producer (%.0f tiles): [per tile: claim + last tile done %.0f] [per step: stage wait %.0f, "
+                   "issue %.0f]\n",
+                   tiles, tot[56] / tiles, tot[57] / (double)tot[17], tot[58] / (double)tot[17]);
+            free(h);
+        }
+        free(tp), free(tm), free(tc), free(tt);
+        fflush(stdout);
+    }
+    void *bufs[] = {q, k, v, o, dout, dq, dk, dv, lse, ref[0], ref[1], ref[2], lse2, di, acc, sem, prof, hbuf, ebuf, counter};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) CK(cudaFree(bufs[i]));
+    for (int i = 0; i < 4; i++) cudaEventDestroy(ev[i]);
+    return fail;
+}
+
+int main(int argc, char **argv) {
+    CK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, 0));
+    const char *mode = argc > 1 ? argv[1] : "perf";
+    int fails = 0;
+    if (!strcmp(mode, "perf")) {
+        int Ss[8] = {512, 2048, 8192}, nS = 3;
+        if (argc > 2) {
+            nS = 0;
+            for (int i = 2; i < argc && nS < 8; i++) Ss[nS++] = atoi(argv[i]);
+        }
+        for (int c = 0; c < 2; c++)
+            for (int i = 0; i < nS; i++) fails += run_problem(Ss[i], c, -1, 10);
+    } else if (!strcmp(mode, "one") && argc > 4) {
+        fails += run_problem(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), 10);
+    } else {
+        printf("usage: %s perf [S...] | one S causal variant\n", argv[0]);
+        return 2;
+    }
+    printf("%s: %d failures\n", argv[0], fails);
+    return fails != 0;
+}
