@@ -148,9 +148,9 @@ cml_status cml_softmax_bwd(cml_ctx *ctx, void *dx, const void *dy, const void *y
  * materializing probabilities: loss[r] = logsumexp(logits[r]) - logits[r, t[r]],
  * 0 where t[r] == ignore_index. loss is f32 (rows). Targets are i64; a target
  * outside [0, classes) that is not ignore_index is CML_ERR_INVALID_ARG. On CUDA
- * the targets are checked on the device: these two calls wait for the stream
- * (one 8-byte copy), and on that error the outputs are written anyway, NaN in
- * the rows with a bad target. */
+ * the targets are checked on the device and the calls do not wait: the rows
+ * with a bad target get NaN, the others are computed, and the error comes
+ * from the next wait for the stream (camel/runtime.h, "contexts"). */
 cml_status cml_cross_entropy_fwd(cml_ctx *ctx, float *loss, const void *logits,
                                  const int64_t *targets, int64_t rows, int64_t classes,
                                  cml_dtype dtype, int64_t ignore_index);
@@ -160,6 +160,10 @@ cml_status cml_cross_entropy_bwd(cml_ctx *ctx, void *dlogits, const float *dloss
                                  int64_t classes, cml_dtype dtype, int64_t ignore_index);
 
 /* ---- indexing ------------------------------------------------------------ */
+
+/* An index outside [0, n_src) is CML_ERR_INVALID_ARG. On CUDA, where the indices
+ * live on the device, it is skipped and reported by the next wait for the stream
+ * (camel/runtime.h, "contexts"), as for cross-entropy targets. */
 
 /* y (outer, n_idx, inner) = x (outer, n_src, inner) rows picked by idx (n_idx) along the middle axis. */
 cml_status cml_index_select_fwd(cml_ctx *ctx, void *y, const void *x, const int64_t *idx,
