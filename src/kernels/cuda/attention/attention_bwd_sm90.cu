@@ -71,7 +71,8 @@ static cml_status att90b_launch(cml_ctx *ctx, const cml_attention_desc *d, void 
     cudaStream_t s = cml__stream(ctx);
     const char *dtn = cml_dtype_name(DT == CML_ATT90_F16 ? CML_F16 : CML_BF16);
 
-    const unsigned pgrid = cml__grid_size(ctx, rows_pad * 8, 256);
+    /* grid-stride kernels sized to one full wave (8 blocks of 256 per SM: __launch_bounds__) */
+    const unsigned pgrid = cml__grid_size(ctx, rows_pad / cml__att90b_prep_cfg<D>::UNIT * 256, 256);
     cml__att90b_prep_kernel<DT, D><<<pgrid, 256, 0, s>>>(
         (const uint16_t *)dO, (const uint16_t *)O, d->o_stride[0], d->o_stride[1], d->o_stride[2], lse, p.Hq, p.Sq,
         p.n_qt * BM, rows_pad, (float *)p.lse2, (float *)p.di, p.dq_sem, (int)n_sem);
@@ -85,7 +86,7 @@ static cml_status att90b_launch(cml_ctx *ctx, const cml_attention_desc *d, void 
     CML_TRY(cml__cuda_check_launch(att90b_fn, "cml__att90b_kernel", dtn, p.total_tiles, grid, CML_ATT90B_THREADS));
 
     const long long n4 = rows_pad * D / 4;
-    const unsigned cgrid = cml__grid_size(ctx, n4, 256);
+    const unsigned cgrid = cml__grid_size(ctx, n4 / 1024 * 256, 256); /* units of 64 x 64: 1024 float4 */
     cml__att90b_dq_kernel<DT, D, cfg::BM><<<cgrid, 256, 0, s>>>(
         (const float4 *)p.dq_acc, (uint16_t *)dQ, d->q_stride[0], d->q_stride[1], d->q_stride[2], p.Hq, p.Sq, p.n_qt,
         p.causal, p.Sk - p.Sq, p.scale, n4);

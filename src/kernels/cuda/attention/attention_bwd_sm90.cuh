@@ -194,79 +194,129 @@ static __device__ __forceinline__ void cml__att90b_red_release(int *p, int v) {
 
 /* ---- prep: Di, lse2, semaphores ------------------------------------------------------------ */
 
-/* 8 threads per padded row (16-byte loads of dO and O, a fixed butterfly). rows_pad is a
- * multiple of BM (>= 64) and the stride a multiple of 32 rows, so whole warps share each
- * loop trip (the shuffles). */
+/* Rows of one prep work unit: 32 rows of 8 threads per block, each thread 2 rows at D = 64 (both
+ * give every thread four 16-byte loads in flight; rows_per_bh, a multiple of 64, holds whole
+ * units, so a unit is one (b, h)). */
+template <int D>
+struct cml__att90b_prep_cfg {
+    enum { ROWS = D == 64 ? 2 : 1, UNIT = 32 * ROWS };
+};
+
+/* 8 threads per padded row (16-byte loads of dO and O, a fixed butterfly); a block of 256 takes a
+ * unit of UNIT consecutive rows of one (b, h) per trip of its grid-stride loop: the (b, h, i)
+ * division once per unit, in 32 bits (rows_pad <= INT_MAX: cml__attention_bwd_sm90_takes), and
+ * every load of the unit issued before the first product (the old one-row-per-trip loop kept one
+ * load per tensor in flight and paid two 64-bit divisions per row). Whole warps share each trip
+ * (the shuffles). The products and the butterfly run in the order they always did: Di's bits do
+ * not depend on the launch. */
 template <int DT, int D>
-static __global__ void cml__att90b_prep_kernel(const uint16_t *dO, const uint16_t *O, long long os0, long long os1,
-                                               long long os2, const float *lse, int Hq, int Sq, int rows_per_bh,
-                                               long long rows_pad, float *lse2, float *di, int *sem, int n_sem) {
-    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x, nthr = (long long)gridDim.x * blockDim.x;
-    const int sub = threadIdx.x % 8;
-    for (long long row = tid / 8; row < rows_pad; row += nthr / 8) {
-        const long long bh = row / rows_per_bh;
-        const int i = (int)(row % rows_per_bh), b = (int)(bh / Hq), h = (int)(bh % Hq);
-        float acc = 0.0f;
-        if (i < Sq) {
-            const long long off = b * os0 + i * os1 + h * os2;
+static __global__ void __launch_bounds__(256, 8)
+    cml__att90b_prep_kernel(const uint16_t *dO, const uint16_t *O, long long os0, long long os1, long long os2,
+                            const float *lse, int Hq, int Sq, int rows_per_bh, long long rows_pad, float *lse2,
+                            float *di, int *sem, int n_sem) {
+    typedef cml__att90b_prep_cfg<D> cfg;
+    enum { R = cfg::ROWS, C = D / 64 }; /* rows per thread, 16-byte chunks per row and thread */
+    const int sub = threadIdx.x % 8, r0 = threadIdx.x / 8;
+    const int units_per_bh = rows_per_bh / cfg::UNIT, n_units = (int)(rows_pad / cfg::UNIT);
+    const float inf = __int_as_float(0x7f800000);
+    for (int unit = blockIdx.x; unit < n_units; unit += gridDim.x) {
+        const int bh = unit / units_per_bh, b = bh / Hq, h = bh % Hq;
+        const int i0 = (unit - bh * units_per_bh) * cfg::UNIT;
+        uint4 x[R][C], y[R][C];
+        float l[R];
 #pragma unroll
-            for (int c = sub * 8; c < D; c += 64) {
-                const uint4 x = *(const uint4 *)(dO + off + c), y = *(const uint4 *)(O + off + c);
-                const uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
+        for (int k = 0; k < R; k++) {
+            const int i = i0 + r0 + 32 * k;
+            const long long off = b * os0 + (long long)i * os1 + h * os2 + sub * 8;
 #pragma unroll
-                for (int k = 0; k < 4; k++) {
+            for (int c = 0; c < C; c++) {
+                x[k][c] = i < Sq ? __ldg((const uint4 *)(dO + off + 64 * c)) : make_uint4(0, 0, 0, 0);
+                y[k][c] = i < Sq ? __ldg((const uint4 *)(O + off + 64 * c)) : make_uint4(0, 0, 0, 0);
+            }
+            l[k] = i < Sq && sub == 0 ? __ldg(lse + (long long)bh * Sq + i) : -inf;
+        }
+#pragma unroll
+        for (int k = 0; k < R; k++) {
+            const int i = i0 + r0 + 32 * k;
+            float acc = 0.0f;
+#pragma unroll
+            for (int c = 0; c < C; c++) {
+                const uint32_t xs[4] = {x[k][c].x, x[k][c].y, x[k][c].z, x[k][c].w};
+                const uint32_t ys[4] = {y[k][c].x, y[k][c].y, y[k][c].z, y[k][c].w};
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
                     float x0, x1, y0, y1;
                     if (DT == CML_ATT90_F16) {
-                        const float2 xf = __half22float2(*(const __half2 *)&xs[k]);
-                        const float2 yf = __half22float2(*(const __half2 *)&ys[k]);
+                        const float2 xf = __half22float2(*(const __half2 *)&xs[e]);
+                        const float2 yf = __half22float2(*(const __half2 *)&ys[e]);
                         x0 = xf.x, x1 = xf.y, y0 = yf.x, y1 = yf.y;
                     } else {
-                        x0 = __uint_as_float(xs[k] << 16), x1 = __uint_as_float(xs[k] & 0xffff0000u);
-                        y0 = __uint_as_float(ys[k] << 16), y1 = __uint_as_float(ys[k] & 0xffff0000u);
+                        x0 = __uint_as_float(xs[e] << 16), x1 = __uint_as_float(xs[e] & 0xffff0000u);
+                        y0 = __uint_as_float(ys[e] << 16), y1 = __uint_as_float(ys[e] & 0xffff0000u);
                     }
                     acc = fmaf(x0, y0, acc);
                     acc = fmaf(x1, y1, acc);
                 }
             }
-        }
-        acc += __shfl_xor_sync(0xffffffffu, acc, 4);
-        acc += __shfl_xor_sync(0xffffffffu, acc, 2);
-        acc += __shfl_xor_sync(0xffffffffu, acc, 1);
-        if (sub == 0) {
-            const float inf = __int_as_float(0x7f800000);
-            const float l = i < Sq ? lse[bh * Sq + i] : -inf;
-            di[row] = i < Sq ? acc : 0.0f;
-            lse2[row] = l == -inf ? inf : l * 1.4426950408889634f;
+            acc += __shfl_xor_sync(0xffffffffu, acc, 4);
+            acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+            acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+            if (sub == 0) {
+                const long long row = (long long)bh * rows_per_bh + i;
+                di[row] = i < Sq ? acc : 0.0f;
+                lse2[row] = l[k] == -inf ? inf : l[k] * 1.4426950408889634f;
+            }
         }
     }
+    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x, nthr = (long long)gridDim.x * blockDim.x;
     for (long long k = tid; k <= n_sem; k += nthr) sem[k] = 0; /* n_sem semaphores, then the tile counter */
 }
 
 /* ---- convert: dQ = scale * accumulator ----------------------------------------------------- */
 
-/* One float4 of the fragment order per thread: registers 4q..4q+3 of consumer c's thread t
- * (rows r, r + 8, columns col, col + 1 of its 64 x 64 block). */
+/* A work unit is one consumer's 64 x 64 block of a query tile's accumulator (16 KB of f32 in the
+ * consumers' fragment order: float4 q * 256 + c * 128 + t holds registers 4q..4q+3 of consumer
+ * c's thread t, rows r, r + 8 and columns col, col + 1). A block of 256 threads reads it with
+ * four fully coalesced 16-byte loads each, stages it as 16-bit values in shared memory in row
+ * order, then writes 64 rows of 64 columns with 16-byte stores, 8 threads per 128-byte row (the
+ * old kernel's 4-byte stores filled qpar of each 32-byte sector: ~1.3 TB/s). Staged rows are
+ * 32 + 4 words apart: the fragment-order writes (8 rows x 4 words per warp) and the 16-byte row
+ * reads (8 threads per row) hit 32 different banks. Zeros for query tiles that no key block
+ * touches (causal rows that see no key; the accumulator was never written there). The products
+ * and conversions are the old kernel's, element by element: the same bits. */
 template <int DT, int D, int BM>
-static __global__ void cml__att90b_dq_kernel(const float4 *acc, uint16_t *dQ, long long qs0, long long qs1,
-                                             long long qs2, int Hq, int Sq, int n_qt, int causal, int off, float scale,
-                                             long long n4) {
-    const long long nthr = (long long)gridDim.x * blockDim.x;
-    for (long long f = (long long)blockIdx.x * blockDim.x + threadIdx.x; f < n4; f += nthr) {
-        const long long tile = f / (BM * D / 4);
-        const int u = (int)(f % (BM * D / 4));
-        const int m = (int)(tile % n_qt), bh = (int)(tile / n_qt), b = bh / Hq, h = bh % Hq;
-        const int i0 = m * BM;
-        const int i_last = (i0 + BM < Sq ? i0 + BM : Sq) - 1;
+static __global__ void __launch_bounds__(256, 8)
+    cml__att90b_dq_kernel(const float4 *acc, uint16_t *dQ, long long qs0, long long qs1, long long qs2, int Hq,
+                          int Sq, int n_qt, int causal, int off, float scale, long long n4) {
+    enum { P = 36, UNIT4 = 64 * 64 / 4 }; /* staged row pitch in words; float4 per unit */
+    __shared__ __align__(16) uint32_t stage[64 * P];
+    const int n_units = (int)(n4 / UNIT4); /* 2 per query tile */
+    const int t = threadIdx.x % 128, qpar = threadIdx.x / 128, warp = t / 32, lane = t % 32;
+    const int frow = 16 * warp + lane / 4, fword = lane % 4; /* this thread's fragment position */
+    for (int unit = blockIdx.x; unit < n_units; unit += gridDim.x) {
+        const int tile = unit / 2, c = unit % 2, m = tile % n_qt, bh = tile / n_qt, b = bh / Hq, h = bh % Hq;
+        const int i0 = m * BM + cml__att90b_mrow0<D, BM>(c), i_tile = m * BM;
+        const int i_last = (i_tile + BM < Sq ? i_tile + BM : Sq) - 1;
         const bool touched = !causal || i_last + off >= 0; /* else no key block wrote the tile */
-        const int q = u / 256, c = (u / 128) % 2, t = u % 128, warp = t / 32, lane = t % 32;
-        const int row = cml__att90b_mrow0<D, BM>(c) + 16 * warp + lane / 4;
-        const int col = cml__att90b_ncol0<D, BM>(c) + 8 * q + 2 * (lane % 4);
-        const float4 v = touched ? acc[f] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        const long long base = b * qs0 + h * qs2 + col;
-        if (i0 + row < Sq)
-            *(uint32_t *)(dQ + base + (long long)(i0 + row) * qs1) = cml__att90_pack<DT>(v.x * scale, v.y * scale);
-        if (i0 + row + 8 < Sq)
-            *(uint32_t *)(dQ + base + (long long)(i0 + row + 8) * qs1) = cml__att90_pack<DT>(v.z * scale, v.w * scale);
+        const float4 *src = acc + (long long)tile * (BM * D / 4) + c * 128 + t;
+        float4 v[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) /* q = 2k + qpar */
+            v[k] = touched ? __ldcs(src + (2 * k + qpar) * 256) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        __syncthreads(); /* the previous unit's rows are read out */
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int w = 4 * (2 * k + qpar) + fword;
+            stage[frow * P + w] = cml__att90_pack<DT>(v[k].x * scale, v[k].y * scale);
+            stage[(frow + 8) * P + w] = cml__att90_pack<DT>(v[k].z * scale, v[k].w * scale);
+        }
+        __syncthreads();
+        uint16_t *dst = dQ + b * qs0 + h * qs2 + cml__att90b_ncol0<D, BM>(c);
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            const int chunk = k * 256 + threadIdx.x, r = chunk / 8, cc = chunk % 8;
+            if (i0 + r < Sq) *(uint4 *)(dst + (long long)(i0 + r) * qs1 + 8 * cc) = *(const uint4 *)&stage[r * P + 4 * cc];
+        }
     }
 }
 
