@@ -4,6 +4,8 @@
  * with and without gamma; the edges of the register paths (backward 8192;
  * forward 4 or 8 words per thread, up to 32768 f32 / 65536 bf16; one more
  * element, or one element off alignment, takes the chunked or scalar paths);
+ * several rows per row group of the aligned register rows (groups narrower
+ * than a warp, 512-thread blocks, idle threads, one group per block);
  * several L2 batches of long unaligned rows; dx aliasing dy; rows == 0.
  * Outputs are poisoned before each run, two runs must be bitwise identical
  * (dgamma included: it is reduced in a fixed order), and results are within
@@ -142,6 +144,19 @@ static void test_edges(void) {
     }
 }
 
+/* The aligned register rows (norm_bwd_rows.cuh) with several rows per row group: groups of 8
+ * or 16 lanes sharing a warp with different row counts (20001 x 64), 64-thread groups in
+ * 512-thread blocks (5000 x 256 f32), groups with idle threads (3000 x 1000: 125 words of 128),
+ * one 1024-thread group per block (700 x 8192 bf16, 300 x 4096 f32), dx over dy. */
+static void test_row_groups(void) {
+    static const int64_t shapes[][2] = {{20001, 64}, {5000, 256}, {3000, 1000}, {300, 4096}, {700, 8192}};
+    for (int d = 0; d < 2; d++) {
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            run_rms((rms_case){TEST_DTYPES[d], shapes[s][0], shapes[s][1], 0, true, false});
+        run_rms((rms_case){TEST_DTYPES[d], 3000, 1000, 0, false, true});
+    }
+}
+
 /* rows == 0: dgamma is a sum over no rows, so it is overwritten with zeros. */
 static void test_no_rows(void) {
     void *dg = dev_alloc(64), *p = dev_alloc(64);
@@ -168,6 +183,7 @@ int main(void) {
     RUN(test_shapes);
     RUN(test_no_gamma);
     RUN(test_edges);
+    RUN(test_row_groups);
     RUN(test_no_rows);
     RUN(test_unsupported_dtype);
     return th_finish();

@@ -3,7 +3,9 @@
  *   dx = rstd (g - mean(g) - xhat mean(g xhat)),
  *   dgamma[c] = sum_r dy[r,c] xhat[r,c],  dbeta[c] = sum_r dy[r,c].
  *
- * Rows of up to 8192 elements (4096 unaligned): blocks of 1024 threads (512
+ * 16-byte aligned rows of up to 1024 f32 / 2048 bf16 elements: row groups that
+ * each walk their own rows with the next row in flight (norm_bwd_rows.cuh).
+ * Other rows of up to 8192 elements (4096 unaligned): blocks of 1024 threads (512
  * unaligned) hold R rows at a time in registers (8 elements per thread), each
  * block walking rows blockIdx.x, blockIdx.x + gridDim.x, ... (the grid is what
  * fits on the GPU at once). A thread owns the same columns in every row, so it
@@ -28,6 +30,8 @@
 #include "kernels/cuda/common/rows.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/norm/norm_bwd_long.cuh"
+#include "kernels/cuda/norm/norm_bwd_partial.cuh"
+#include "kernels/cuda/norm/norm_bwd_rows.cuh"
 
 #define E_ROW 8
 #define COMBINE_FLOATS (1024 * E_ROW) /* R groups x C columns of one block */
@@ -104,20 +108,6 @@ static __global__ void __launch_bounds__(VEC ? 1024 : 512)
             out[(size_t)k * C + c] = a;
         }
     }
-}
-
-/* dgamma[c], dbeta[c] = sums over the nb partial rows in order (either output may be NULL). */
-template <int DT>
-static __global__ void ln_bwd_partial_sum_kernel(void *dgamma, void *dbeta, const float *part, int nb, long long C) {
-    const long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    float a = 0.0f, b = 0.0f;
-    for (int k = 0; k < nb; k++) {
-        a += part[((size_t)k * 2) * C + c];
-        b += part[((size_t)k * 2 + 1) * C + c];
-    }
-    if (dgamma) cml__st<DT>(dgamma, c, a);
-    if (dbeta) cml__st<DT>(dbeta, c, b);
 }
 
 /* ---- long rows ---------------------------------------------------------------------------------------- */
@@ -213,9 +203,8 @@ static cml_status launched(const char *kernel, cml_dtype dt, long long n, unsign
 
 template <int DT>
 static cml_status partial_sum_launch(cml_ctx *ctx, void *dgamma, void *dbeta, const float *part, int nb, long long C) {
-    const unsigned grid = (unsigned)((C + 255) / 256);
-    ln_bwd_partial_sum_kernel<DT><<<grid, 256, 0, cml__stream(ctx)>>>(dgamma, dbeta, part, nb, C);
-    return launched("ln_bwd_partial_sum_kernel", (cml_dtype)DT, (long long)nb * C, grid, 256);
+    CML_CUDA_TRY(FN, (nb_partial_sum_launch<DT, 2>(cml__stream(ctx), dgamma, dbeta, part, nb, C)));
+    return CML_OK;
 }
 
 template <int DT>
@@ -227,22 +216,25 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, void *dbeta, 
     const int sms = cml__cuda_sm_count(ctx->device.index) > 0 ? cml__cuda_sm_count(ctx->device.index) : 132;
     const bool vec = cml__rows_vec_ok(C, sizeof(T), dx, dy, x) && (!gamma || ((uintptr_t)gamma & 15u) == 0);
     const int threads = vec ? 1024 : 512;
-    int fsplits = 0, fgroups = 0;
+    int G = 0, R = 0, nb = 0;
+    if (vec && nbl_mode() != 2 && nbr_geometry<DT, true>(rows, C, sms, &G, &R, &nb)) { /* norm_bwd_rows.cuh */
+        void *part = NULL;
+        if (want) CML_TRY(cml_ctx_workspace(ctx, &part, (size_t)nb * 2 * (size_t)C * sizeof(float)));
+        nbr_kernel<DT, true><<<nb, dim3(G, R), 0, st>>>(dx, (float *)part, dy, x, gamma, mean, rstd, rows, (int)C);
+        CML_TRY(launched("nbr_kernel", (cml_dtype)DT, rows * C, (unsigned)nb, (unsigned)(G * R)));
+        return want ? partial_sum_launch<DT>(ctx, dgamma, dbeta, (const float *)part, nb, C) : CML_OK;
+    }
+    nbl_plan fp;
     if (vec && nbl_mode() != 0 && (C > (long long)threads * E_ROW || nbl_mode() == 2 || nbl_short<DT>(C)) &&
-        nbl_geometry<DT, true>(rows, C, sms, &fsplits, &fgroups)) { /* one kernel: norm_bwd_long.cuh */
-        const size_t part_off = nbl_part_off(rows, fsplits);
+        nbl_geometry<DT, true>(rows, C, sms, &fp)) { /* one kernel: norm_bwd_long.cuh */
+        const size_t part_off = nbl_part_off(rows, fp.splits);
         void *ws = NULL;
-        CML_TRY(cml_ctx_workspace(ctx, &ws, part_off + (want ? (size_t)fgroups * 2 * (size_t)C * sizeof(float) : 0)));
+        CML_TRY(cml_ctx_workspace(ctx, &ws, part_off + (want ? (size_t)fp.groups * 2 * (size_t)C * sizeof(float) : 0)));
         float *part = (float *)((char *)ws + part_off);
-        CML_CUDA_TRY(FN, cml__row_sync_reset(ws, rows, fsplits, st));
-        const unsigned grid = (unsigned)fgroups * (unsigned)fsplits;
-        nbl_kernel<DT, true><<<grid, NBL_THREADS, nbl_smem<DT, true>(), st>>>(dx, want ? part : NULL, dy, x, gamma,
-                                                                              mean, rstd,
-                                                           (unsigned *)ws,
-                                                           cml__row_sync_slots(ws, rows), rows,
-                                                           C, fsplits, fgroups);
-        CML_TRY(launched("nbl_kernel", (cml_dtype)DT, rows * C, grid, NBL_THREADS));
-        return want ? partial_sum_launch<DT>(ctx, dgamma, dbeta, part, fgroups, C) : CML_OK;
+        CML_CUDA_TRY(FN, cml__row_sync_reset(ws, rows, fp.splits, st));
+        nbl_launch<DT, true>(fp, st, dx, want ? part : NULL, dy, x, gamma, mean, rstd, ws, rows, C);
+        CML_TRY(launched("nbl_kernel", (cml_dtype)DT, rows * C, (unsigned)fp.groups * (unsigned)fp.splits, NBL_THREADS));
+        return want ? partial_sum_launch<DT>(ctx, dgamma, dbeta, part, fp.groups, C) : CML_OK;
     }
     if (C <= (long long)threads * E_ROW) {
         const int G = cml__pow2_at_least((C + E_ROW - 1) / E_ROW, threads), R = threads / G;

@@ -2,8 +2,9 @@
  * kernel that reads x and dy once and writes dx once, dgamma/dbeta included
  * (layernorm_bwd.cu, rmsnorm_bwd.cu).
  *
- * Each row is cut into chunks of 256 threads x 4 words (4096 f32 / 8192
- * bf16/f16 columns), one block per chunk. Blocks come in Q groups of `splits`
+ * Each row is cut into chunks of 256 threads x KW words (KW = 4: 4096 f32 /
+ * 8192 bf16/f16 columns; KW = 2: half that, four blocks per SM instead of
+ * two, for rows of at most 32 half chunks: nbl_geometry), one block per chunk. Blocks come in Q groups of `splits`
  * blocks (one per chunk), each group walking its rows q, q + Q, q + 2Q, ... in
  * lock step: for every row a block adds its chunk's dgamma (dy xhat) and
  * dbeta (dy) terms into per-thread accumulators in shared memory (a thread
@@ -36,14 +37,15 @@
 #include "kernels/cuda/common/rows.cuh"
 
 #define NBL_THREADS 256
-#define NBL_KW 4 /* 16-byte words per thread, tensor and row: chunks of 4096 f32 / 8192 bf16 columns */
 
-/* Columns per block (chunk) and dgamma/dbeta accumulator bytes (shared memory) per block. */
-template <int DT> struct nbl_dims {
-    static constexpr int V = cml__words<DT>::V, E = NBL_KW * V, CH = NBL_THREADS * E;
+/* KW: 16-byte words per thread, tensor and row (4: chunks of 4096 f32 / 8192 bf16 columns, two
+ * blocks per SM; 2: half the chunk, four blocks per SM). Columns per block (chunk) and
+ * dgamma/dbeta accumulator bytes (shared memory) per block. */
+template <int DT, int KW> struct nbl_dims {
+    static constexpr int V = cml__words<DT>::V, E = KW * V, CH = NBL_THREADS * E;
 };
-template <int DT, bool LN> static inline size_t nbl_smem(void) {
-    return (size_t)(LN ? 2 : 1) * nbl_dims<DT>::E * NBL_THREADS * sizeof(float);
+template <int DT, bool LN, int KW> static inline size_t nbl_smem(void) {
+    return (size_t)(LN ? 2 : 1) * nbl_dims<DT, KW>::E * NBL_THREADS * sizeof(float);
 }
 
 struct nbl_sum2 {
@@ -54,13 +56,13 @@ struct nbl_sum2 {
  * row's chunks meet), under 128 (2 blocks per SM: 128 KB of loads in flight per SM). The
  * dgamma/dbeta accumulators live in shared memory, thread-private ([e][thread]: no bank
  * conflicts, no barrier), gamma is re-read per row from L1. */
-template <int DT, bool LN>
-static __global__ void __launch_bounds__(NBL_THREADS, 2)
+template <int DT, bool LN, int KW>
+static __global__ void __launch_bounds__(NBL_THREADS, 8 / KW)
     nbl_kernel(void *dx, float *part, const void *dy, const void *x, const void *gamma, const float *mean,
                const float *rstd, unsigned *sync, unsigned long long *states, long long rows, long long C, int splits,
                int groups) {
     typedef typename cml__elem<DT>::type T;
-    constexpr int V = nbl_dims<DT>::V, KW = NBL_KW, E = nbl_dims<DT>::E, CH = nbl_dims<DT>::CH;
+    constexpr int V = nbl_dims<DT, KW>::V, E = nbl_dims<DT, KW>::E, CH = nbl_dims<DT, KW>::CH;
     extern __shared__ float acc[]; /* [LN ? 2 : 1][E][NBL_THREADS]: dgamma terms, then dbeta terms */
     __shared__ float2 red[2][32];
     __shared__ float2 stat;
@@ -160,35 +162,6 @@ static __global__ void __launch_bounds__(NBL_THREADS, 2)
     }
 }
 
-/* Host: the launch geometry, or false when the kernel cannot be used (a group of splits blocks
- * does not fit twice on the GPU). groups = Q (at most rows). Sets the kernel's shared-memory
- * limit (on the current device). */
-template <int DT, bool LN>
-static inline bool nbl_geometry(long long rows, long long C, int sms, int *splits, int *groups) {
-    const size_t smem = nbl_smem<DT, LN>();
-    if (cudaFuncSetAttribute(nbl_kernel<DT, LN>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
-        cudaSuccess) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    const long long CH = nbl_dims<DT>::CH;
-    if (C > CH * 65535 || rows <= 0) return false;
-    const long long sp = (C + CH - 1) / CH;
-    if (!cml__row_sync_fits((const void *)nbl_kernel<DT, LN>, NBL_THREADS, (int)sp, sms, smem)) return false;
-    int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, nbl_kernel<DT, LN>, NBL_THREADS, smem) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    long long q = (long long)per_sm * sms / sp;
-    if (q < 1) q = 1;
-    if (q > rows) q = rows;
-    if (q * sp >= (1ll << 31)) return false;
-    *splits = (int)sp;
-    *groups = (int)q;
-    return true;
-}
-
 /* CML_NORM_BWD_FUSED (read once): 0 = never this kernel (the previous paths, for A/B runs),
  * all = also for rows the register-row kernels take; otherwise (default) rows longer than those. */
 static inline int nbl_mode(void) {
@@ -200,12 +173,85 @@ static inline int nbl_mode(void) {
     return mode;
 }
 
+/* CML_NORM_BWD_KW (read once): 16-byte words per thread and tensor, 2 or 4, for A/B runs;
+ * 0 (unset) = the default choice of nbl_geometry. */
+static inline int nbl_kw(void) {
+    static int kw = -1;
+    if (kw < 0) {
+        const char *e = getenv("CML_NORM_BWD_KW");
+        kw = e && strcmp(e, "2") == 0 ? 2 : e && strcmp(e, "4") == 0 ? 4 : 0;
+    }
+    return kw;
+}
+
+/* A launch of the kernel: words per thread, chunks per row, groups of blocks. */
+struct nbl_plan {
+    int kw, splits, groups;
+};
+
+template <int DT, bool LN, int KW> static inline bool nbl_geometry_kw(long long rows, long long C, int sms, nbl_plan *p) {
+    const size_t smem = nbl_smem<DT, LN, KW>();
+    if (cudaFuncSetAttribute(nbl_kernel<DT, LN, KW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
+        cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    const long long CH = nbl_dims<DT, KW>::CH;
+    if (C > CH * 65535 || rows <= 0) return false;
+    const long long sp = (C + CH - 1) / CH;
+    if (!cml__row_sync_fits((const void *)nbl_kernel<DT, LN, KW>, NBL_THREADS, (int)sp, sms, smem)) return false;
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, nbl_kernel<DT, LN, KW>, NBL_THREADS, smem) !=
+        cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    long long q = (long long)per_sm * sms / sp;
+    if (q < 1) q = 1;
+    if (q > rows) q = rows;
+    if (q * sp >= (1ll << 31)) return false;
+    p->kw = KW;
+    p->splits = (int)sp;
+    p->groups = (int)q;
+    return true;
+}
+
+/* Host: the launch geometry, or false when the kernel cannot be used (a group of splits blocks
+ * does not fit twice on the GPU). groups = Q (at most rows). Sets the kernel's shared-memory
+ * limit (on the current device). */
+template <int DT, bool LN> static inline bool nbl_geometry(long long rows, long long C, int sms, nbl_plan *p) {
+    /* Half chunks (KW 2, four blocks per SM) while a row has at most 32 of them (one slot per
+     * lane in the merge) and one full chunk would not do (nbl_short rows keep one chunk and no
+     * row sync): 1024x32768 LN f32 2331 -> 2416 GB/s, bf16 1306 -> 1393, RMS bf16
+     * 1849 -> 1997; at 256x262144 (64-128 half chunks) they were 1-3% slower (session 5). */
+    const long long ch2 = nbl_dims<DT, 2>::CH;
+    const int kw = nbl_kw() ? nbl_kw() : C > nbl_dims<DT, 4>::CH && (C + ch2 - 1) / ch2 <= 32 ? 2 : 4;
+    return kw == 2 ? nbl_geometry_kw<DT, LN, 2>(rows, C, sms, p) : nbl_geometry_kw<DT, LN, 4>(rows, C, sms, p);
+}
+
+/* Launches the kernel as planned (LN reads mean; part NULL when no dgamma/dbeta is wanted). */
+template <int DT, bool LN>
+static inline void nbl_launch(const nbl_plan &p, cudaStream_t st, void *dx, float *part, const void *dy, const void *x,
+                              const void *gamma, const float *mean, const float *rstd, void *ws, long long rows,
+                              long long C) {
+    const unsigned grid = (unsigned)p.groups * (unsigned)p.splits;
+    if (p.kw == 2)
+        nbl_kernel<DT, LN, 2><<<grid, NBL_THREADS, nbl_smem<DT, LN, 2>(), st>>>(
+            dx, part, dy, x, gamma, mean, rstd, (unsigned *)ws, cml__row_sync_slots(ws, rows), rows, C, p.splits,
+            p.groups);
+    else
+        nbl_kernel<DT, LN, 4><<<grid, NBL_THREADS, nbl_smem<DT, LN, 4>(), st>>>(
+            dx, part, dy, x, gamma, mean, rstd, (unsigned *)ws, cml__row_sync_slots(ws, rows), rows, C, p.splits,
+            p.groups);
+}
+
 /* Whether rows short enough for the register-row kernels still go here: 16-bit rows of
  * 4097..8192 elements, one chunk (no row sync), where the register-row kernels hold one 16-byte
  * word per thread and tensor and reached 60-66% at 16384x8192 against 70-86% here (device
- * run 2; at 4096 columns, half a chunk, the register rows were faster: 1451 vs 1132 GB/s). */
+ * run 2; at 4096 columns, half a chunk, the register rows were faster: 1451 vs 1132 GB/s).
+ * (norm_bwd_rows.cuh takes these rows first unless CML_NORM_BWD_ROWS=0.) */
 template <int DT> static inline bool nbl_short(long long C) {
-    return sizeof(typename cml__elem<DT>::type) == 2 && C > 4096 && C <= nbl_dims<DT>::CH;
+    return sizeof(typename cml__elem<DT>::type) == 2 && C > 4096 && C <= 8192;
 }
 
 /* Workspace: the row-sync area (row_sync.cuh), then (at this offset) the partial rows. */

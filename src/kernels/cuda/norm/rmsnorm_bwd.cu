@@ -4,7 +4,10 @@
  *
  * The paths of the LayerNorm backward (layernorm_bwd.cu), with one row sum
  * instead of two and no dbeta:
- * - rows of up to 8192 elements (4096 unaligned): blocks of 1024 threads (512
+ * - 16-byte aligned rows of up to 1024 f32 / 2048 bf16 elements: row groups
+ *   that each walk their own rows with the next row in flight
+ *   (norm_bwd_rows.cuh, shared with the LayerNorm backward);
+ * - other rows of up to 8192 elements (4096 unaligned): blocks of 1024 threads (512
  *   unaligned) hold R rows at a time in registers (8 elements per thread),
  *   each block walking rows blockIdx.x, blockIdx.x + gridDim.x, ... (the grid
  *   is what fits on the GPU at once). A thread owns the same columns in every
@@ -29,6 +32,8 @@
 #include "kernels/cuda/common/rows.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/norm/norm_bwd_long.cuh"
+#include "kernels/cuda/norm/norm_bwd_partial.cuh"
+#include "kernels/cuda/norm/norm_bwd_rows.cuh"
 
 #define E_ROW 8
 #define COMBINE_FLOATS (1024 * E_ROW) /* R groups x C columns of one block */
@@ -97,16 +102,6 @@ static __global__ void __launch_bounds__(VEC ? 1024 : 512)
         for (int q = 1; q < R; q++) a += combine[q * C + c];
         out[c] = a;
     }
-}
-
-/* dgamma[c] = the sum of the nb partial rows in order. */
-template <int DT>
-static __global__ void rms_bwd_partial_sum_kernel(void *dgamma, const float *part, int nb, long long C) {
-    const long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    float a = 0.0f;
-    for (int k = 0; k < nb; k++) a += part[(size_t)k * C + c];
-    cml__st<DT>(dgamma, c, a);
 }
 
 /* ---- long rows ---------------------------------------------------------------------------------------- */
@@ -191,9 +186,8 @@ static cml_status launched(const char *kernel, int dt, long long n, unsigned gri
 
 template <int DT>
 static cml_status partial_sum_launch(cml_ctx *ctx, void *dgamma, const float *part, int nb, long long C) {
-    const unsigned grid = (unsigned)((C + 255) / 256);
-    rms_bwd_partial_sum_kernel<DT><<<grid, 256, 0, cml__stream(ctx)>>>(dgamma, part, nb, C);
-    return launched("rms_bwd_partial_sum_kernel", DT, (long long)nb * C, grid, 256);
+    CML_CUDA_TRY(FN, (nb_partial_sum_launch<DT, 1>(cml__stream(ctx), dgamma, nullptr, part, nb, C)));
+    return CML_OK;
 }
 
 template <int DT>
@@ -228,22 +222,25 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, const void *d
     cudaStream_t st = cml__stream(ctx);
     const int sms = cml__cuda_sm_count(ctx->device.index) > 0 ? cml__cuda_sm_count(ctx->device.index) : 132;
     const bool vec = cml__rows_vec_ok(C, sizeof(T), dx, dy, x) && (!gamma || ((uintptr_t)gamma & 15u) == 0);
-    int fsplits = 0, fgroups = 0;
+    int G = 0, R = 0, nb = 0;
+    if (vec && nbl_mode() != 2 && nbr_geometry<DT, false>(rows, C, sms, &G, &R, &nb)) { /* norm_bwd_rows.cuh */
+        void *part = NULL;
+        if (dgamma) CML_TRY(cml_ctx_workspace(ctx, &part, (size_t)nb * (size_t)C * sizeof(float)));
+        nbr_kernel<DT, false><<<nb, dim3(G, R), 0, st>>>(dx, (float *)part, dy, x, gamma, nullptr, rstd, rows, (int)C);
+        CML_TRY(launched("nbr_kernel", DT, rows * C, (unsigned)nb, (unsigned)(G * R)));
+        return dgamma ? partial_sum_launch<DT>(ctx, dgamma, (const float *)part, nb, C) : CML_OK;
+    }
+    nbl_plan fp;
     if (vec && nbl_mode() != 0 && (C > 1024ll * E_ROW || nbl_mode() == 2 || nbl_short<DT>(C)) &&
-        nbl_geometry<DT, false>(rows, C, sms, &fsplits, &fgroups)) { /* one kernel: norm_bwd_long.cuh */
-        const size_t part_off = nbl_part_off(rows, fsplits);
+        nbl_geometry<DT, false>(rows, C, sms, &fp)) { /* one kernel: norm_bwd_long.cuh */
+        const size_t part_off = nbl_part_off(rows, fp.splits);
         void *ws = NULL;
-        CML_TRY(cml_ctx_workspace(ctx, &ws, part_off + (dgamma ? (size_t)fgroups * (size_t)C * sizeof(float) : 0)));
+        CML_TRY(cml_ctx_workspace(ctx, &ws, part_off + (dgamma ? (size_t)fp.groups * (size_t)C * sizeof(float) : 0)));
         float *part = (float *)((char *)ws + part_off);
-        CML_CUDA_TRY(FN, cml__row_sync_reset(ws, rows, fsplits, st));
-        const unsigned grid = (unsigned)fgroups * (unsigned)fsplits;
-        nbl_kernel<DT, false><<<grid, NBL_THREADS, nbl_smem<DT, false>(), st>>>(dx, dgamma ? part : NULL, dy, x,
-                                                                                gamma, nullptr, rstd,
-                                                            (unsigned *)ws,
-                                                            cml__row_sync_slots(ws, rows), rows,
-                                                            C, fsplits, fgroups);
-        CML_TRY(launched("nbl_kernel", DT, rows * C, grid, NBL_THREADS));
-        return dgamma ? partial_sum_launch<DT>(ctx, dgamma, part, fgroups, C) : CML_OK;
+        CML_CUDA_TRY(FN, cml__row_sync_reset(ws, rows, fp.splits, st));
+        nbl_launch<DT, false>(fp, st, dx, dgamma ? part : NULL, dy, x, gamma, nullptr, rstd, ws, rows, C);
+        CML_TRY(launched("nbl_kernel", DT, rows * C, (unsigned)fp.groups * (unsigned)fp.splits, NBL_THREADS));
+        return dgamma ? partial_sum_launch<DT>(ctx, dgamma, part, fp.groups, C) : CML_OK;
     }
     if (C <= (long long)(vec ? 1024 : 512) * E_ROW)
         return rows_launch<DT>(ctx, dx, dgamma, dy, x, gamma, rstd, rows, C, vec, sms);

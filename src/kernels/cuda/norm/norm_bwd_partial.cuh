@@ -1,0 +1,106 @@
+/* The second kernel of the LayerNorm / RMSNorm backward (layernorm_bwd.cu,
+ * rmsnorm_bwd.cu): dgamma (and dbeta) as the sums, in a fixed order, of the
+ * per-block partial rows the first kernel wrote, part[(k, NOUT, C)] for
+ * k = 0 .. nb-1 (output o of block k at part[(k NOUT + o) C + c]).
+ *
+ * Blocks of 32 columns x 8 row phases: phase p adds the partial rows p, p + 8,
+ * ... in order, then the 8 phases are added in phase order. The previous kernel
+ * gave each column one thread that walked all nb partial rows, so a row of
+ * 1024 columns ran in 4 blocks, each thread waiting on nb dependent L2 loads
+ * (132 for the register-row kernels): microseconds on calls of 10-30 us.
+ *
+ * The kernel is launched as a programmatic dependent launch: it may be
+ * scheduled while the first kernel's last blocks run, and waits for that
+ * kernel's completion (and its memory) at griddepcontrol.wait before reading
+ * anything, so the launch latency overlaps the first kernel's tail.
+ * CML_NORM_BWD_PDL=0 (read once) launches it plainly, for A/B runs. */
+#ifndef CML_KERNELS_CUDA_NORM_NORM_BWD_PARTIAL_CUH
+#define CML_KERNELS_CUDA_NORM_NORM_BWD_PARTIAL_CUH
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/common/check.cuh"
+#include "kernels/cuda/common/dtype.cuh"
+
+#define NBP_COLS 32
+#define NBP_PHASES 8
+
+/* Waits until the grids this one depends on (programmatic launch) are complete and their
+ * writes visible; a no-op for a plain launch. */
+static __device__ __forceinline__ void nb_grid_wait(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* Lets a programmatic dependent launch of the next kernel be scheduled (its blocks still wait
+ * in nb_grid_wait for this grid to complete). */
+static __device__ __forceinline__ void nb_launch_dependents(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/* out_o[c] = sum over k = 0 .. nb-1, in order, of part[(k NOUT + o) C + c] (an output may be NULL). */
+template <int DT, int NOUT>
+static __global__ void __launch_bounds__(NBP_COLS * NBP_PHASES)
+    nb_partial_sum_kernel(void *out0, void *out1, const float *part, int nb, long long C) {
+    __shared__ float sm[NOUT][NBP_PHASES][NBP_COLS + 1];
+    nb_grid_wait();
+    const long long c = (long long)blockIdx.x * NBP_COLS + threadIdx.x;
+    float a[NOUT];
+#pragma unroll
+    for (int o = 0; o < NOUT; o++) a[o] = 0.0f;
+    if (c < C) {
+#pragma unroll 4
+        for (int k = threadIdx.y; k < nb; k += NBP_PHASES)
+#pragma unroll
+            for (int o = 0; o < NOUT; o++) a[o] += part[((size_t)k * NOUT + o) * (size_t)C + c];
+    }
+#pragma unroll
+    for (int o = 0; o < NOUT; o++) sm[o][threadIdx.y][threadIdx.x] = a[o];
+    __syncthreads();
+    if (threadIdx.y != 0 || c >= C) return;
+#pragma unroll
+    for (int o = 0; o < NOUT; o++) {
+        float v = sm[o][0][threadIdx.x];
+        for (int p = 1; p < NBP_PHASES; p++) v += sm[o][p][threadIdx.x];
+        void *out = o == 0 ? out0 : out1;
+        if (out) cml__st<DT>(out, c, v);
+    }
+}
+
+static inline bool nb_pdl_enabled(void) {
+    static int mode = -1;
+    if (mode < 0) {
+        const char *e = getenv("CML_NORM_BWD_PDL");
+        mode = e && strcmp(e, "0") == 0 ? 0 : 1;
+    }
+    return mode == 1;
+}
+
+/* Launches the sum of nb partial rows of NOUT outputs on the stream; the launch error, if any. */
+template <int DT, int NOUT>
+static inline cudaError_t nb_partial_sum_launch(cudaStream_t st, void *out0, void *out1, const float *part, int nb,
+                                                long long C) {
+    const unsigned grid = (unsigned)((C + NBP_COLS - 1) / NBP_COLS);
+    const dim3 block(NBP_COLS, NBP_PHASES);
+    if (!nb_pdl_enabled()) {
+        nb_partial_sum_kernel<DT, NOUT><<<grid, block, 0, st>>>(out0, out1, part, nb, C);
+        return cudaGetLastError();
+    }
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = block;
+    cfg.stream = st;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, nb_partial_sum_kernel<DT, NOUT>, out0, out1, part, nb, C);
+}
+
+#endif
