@@ -19,7 +19,9 @@ static void test_ctx_workspace(void) {
     memset(p, 1, 1000);
     CHECK_OK(cml_ctx_workspace(ctx, &p, 100000));
     memset(p, 2, 100000);
+    CHECK(cml_ctx_stream(ctx) == NULL); /* a CPU context has no stream */
     cml_ctx_destroy(ctx);
+    CHECK(cml_ctx_stream(NULL) == NULL);
     CHECK_STATUS(cml_ctx_create(NULL, CML_DEVICE_CPU), CML_ERR_INVALID_ARG, "out must not be NULL");
 }
 
