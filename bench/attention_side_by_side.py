@@ -31,7 +31,7 @@ import math
 import statistics
 import sys
 
-from torch_attention import BACKENDS, D_ALL, S_ALL, causal_modes, int_list, op_flop
+from torch_attention import BACKENDS, D_ALL, S_ALL, causal_modes, int_list, op_flop, print_targets
 
 CML_CUDA, CML_BF16 = 1, 2  # camel/runtime.h, camel/dtype.h
 
@@ -183,15 +183,7 @@ def main():
                 del q, k, v, do, o, dq, dk, dv, lse, qt, kt, vt, dot
                 torch.cuda.empty_cache()
     print()
-    for text, op, pred, backend, bound in (
-            ("forward >= 1.0x cuDNN at D in {128, 256}, S >= 2048", "fwd",
-             lambda s: s["D"] in (128, 256) and s["S"] >= 2048, "cudnn", 1.0),
-            ("forward >= 1.5x FA2 everywhere", "fwd", lambda s: True, "flash", 1.5),
-            ("fwd+bwd >= 1.0x cuDNN at S >= 2048", "fwd_bwd", lambda s: s["S"] >= 2048, "cudnn", 1.0)):
-        pts = [r for r in results if r["op"] == op and r["ref_backend"] == backend and pred(r["shape"])]
-        if pts:
-            k = sum(1 for r in pts if r["ratio"] >= bound)
-            print(f"target: {text}: {k} of {len(pts)} points" + (" (met)" if k == len(pts) else ""))
+    print_targets(results)
     if args.json:
         meta = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
                 "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
