@@ -206,6 +206,7 @@ int main(int argc, char **argv) {
     const char *variant = " epi=stores-only";
 #elif CML_SM90_DEV_EPI == 6
     const char *variant = " epi=none-compiled-in";
+
 #else
     const char *variant = "";
 #endif

@@ -96,17 +96,27 @@ struct cml__sm90_kind {
 #define CML_SM90_OUT_BYTES (64 * CML_SM90_OUT_COLS * 2)
 
 /* Dynamic shared memory a configuration needs: 1024 bytes of alignment slack, the stages,
- * the two consumers' epilogue buffers, then the barriers. */
+ * the two consumers' epilogue buffers, then the barriers. The TMA-store epilogue stages every
+ * 64-column block of a tile at once where that fits the 227 KB a block may have (out_bufs =
+ * BN / 64 blocks a consumer), else 2 at a time. */
+#define CML_SM90_SMEM_MAX 232448
 template <int BN, int STAGES, int BM = CML_SM90_BM>
 struct cml__sm90_smem {
     enum {
         a_bytes = BM * CML_SM90_ROW_BYTES,
         b_bytes = BN * CML_SM90_ROW_BYTES,
         epi_bytes = 64 * CML_SM90_EPI_STRIDE * 4,
+        /* the stages, then (after the epilogue region) the barriers and one word per consumer
+         * (split K: "arrived last") */
+        fixed = 1024 + STAGES * (a_bytes + b_bytes) + 2 * STAGES * 8 + 16,
+        all_blocks = 2 * (BN / CML_SM90_OUT_COLS) * CML_SM90_OUT_BYTES,
+        out_bufs = fixed + (all_blocks > 2 * epi_bytes ? all_blocks : 2 * epi_bytes) <= CML_SM90_SMEM_MAX
+                       ? BN / CML_SM90_OUT_COLS
+                       : 2,
         /* both consumers' epilogue space: the general path's staging or the TMA path's blocks */
-        epi_region = 2 * epi_bytes > 4 * CML_SM90_OUT_BYTES ? 2 * epi_bytes : 4 * CML_SM90_OUT_BYTES,
-        /* the barriers, then one word per consumer (split K: "arrived last") */
-        total = 1024 + STAGES * (a_bytes + b_bytes) + epi_region + 2 * STAGES * 8 + 16
+        epi_region = 2 * epi_bytes > 2 * out_bufs * CML_SM90_OUT_BYTES ? 2 * epi_bytes
+                                                                        : 2 * out_bufs * CML_SM90_OUT_BYTES,
+        total = fixed + epi_region
     };
 };
 
@@ -242,52 +252,69 @@ static __device__ __noinline__ uint2 cml__sm90_finish_quad(const cml__gemm_epi *
 }
 
 /* Stores this consumer's finished 64 x BN block of D (rows row0.., columns col0..) from the
- * accumulators: per 64 columns, the values go (in D's dtype) into one of two shared-memory
- * blocks in the 128-byte swizzle, and one thread hands the block to a TMA store, which runs
- * on while the next block is written and the next tile's main loop runs. Rows and columns
- * outside D are dropped by TMA. The host takes this path only for z = alpha * sa * sb * acc
- * (+ bias) with ReLU/GELU or none, and 16-bit D (cml__sm90_tma_store_ok). */
-template <int BN>
+ * accumulators, 64 columns a block: the values go (in D's dtype) into shared memory in the
+ * 128-byte swizzle by stmatrix (four 8 x 8 matrices of 16-bit values a warp instruction), then
+ * one thread hands the blocks to TMA stores, which run on under the next tile's main loop. The
+ * blocks go NBUF at a time (every block of the tile at once where shared memory allows,
+ * cml__sm90_smem::out_bufs): one barrier pair and one proxy fence a round, because the
+ * epilogue runs while the tensor cores idle (on 8192 x 768 x 768 the tile's epilogue costs
+ * about as much as a third of its main loop: dev/gemm_sm90/README.md, session 5). Rows and
+ * columns outside D are dropped by TMA. The host takes this path only for z = alpha * sa * sb
+ * * acc (+ bias) with ReLU/GELU or none, and 16-bit D (cml__sm90_tma_store_ok). */
+template <int BN, int NBUF>
 static __device__ __forceinline__ void cml__sm90_tma_epilogue(const cml__gemm_epi *e, const CUtensorMap *map_d,
-                                                              const float *acc, uint8_t *blocks, int *blocks_used,
-                                                              int consumer, bool leader, int warp, int lane, int row0,
-                                                              int col0, int batch) {
+                                                              const float *acc, uint8_t *blocks, int consumer,
+                                                              bool leader, int warp, int lane, int row0, int col0,
+                                                              int batch) {
+    constexpr int NB = BN / CML_SM90_OUT_COLS;
     float s = e->alpha;
     if (e->a_scale_mode == CML_SCALE_TENSOR) s *= e->a_scale[0];
     if (e->b_scale_mode == CML_SCALE_TENSOR) s *= e->b_scale[0];
     const bool bf = e->d_dtype == CML_BF16, scale_only = !e->bias && e->act == CML_EPILOGUE_NONE;
-    const int frag_row = 16 * warp + lane / 4;
-    const uint32_t swz = (uint32_t)(frag_row & 7), within = 4u * (uint32_t)(lane % 4);
+    /* the fragment quad a thread holds: rows frag_row and + 8; stmatrix: lane l addresses row
+     * l % 8 of matrix l / 8 (matrices 0, 1: rows 0-7, 8-15 of the warp's 16 at 8 columns;
+     * 2, 3: the same rows at the next 8 columns) */
+    const int frag_row = 16 * warp + lane / 4, mi = lane / 8, st_row = 16 * warp + lane % 8 + 8 * (mi & 1);
+    const uint32_t swz = (uint32_t)(st_row & 7);
 #pragma unroll
-    for (int c = 0; c < BN / CML_SM90_OUT_COLS; c++) {
-        /* alternate over all of this consumer's blocks, not per tile: BN / 64 may be odd */
-        uint8_t *block = blocks + ((*blocks_used)++ & 1) * CML_SM90_OUT_BYTES;
-        if (leader) cml__bulk_wait_read<1>(); /* the store that last read this block is done reading */
+    for (int c0 = 0; c0 < NB; c0 += NBUF) {
+        if (leader) cml__bulk_wait_read<0>(); /* every earlier store is done reading its block */
         cml__sm90_consumer_sync(consumer);
 #pragma unroll
-        for (int q = 0; q < CML_SM90_OUT_COLS / 8; q++) {
+        for (int c = c0; c < (c0 + NBUF < NB ? c0 + NBUF : NB); c++) {
+            const uint32_t row_addr = cml__smem_addr(blocks + (c - c0) * CML_SM90_OUT_BYTES + st_row * 128);
+#pragma unroll
+            for (int j = 0; j < CML_SM90_OUT_COLS / 16; j++) {
 #if CML_SM90_DEV_EPI == 3 /* dev only: the TMA stores without the staging writes (D gets stale bytes) */
-            break;
+                break;
 #endif
-            const int r = 4 * (c * (CML_SM90_OUT_COLS / 8) + q);
-            uint2 h;
-            if (scale_only) {
-                h = make_uint2(cml__sm90_pack2(bf, s * acc[r], s * acc[r + 1]),
-                               cml__sm90_pack2(bf, s * acc[r + 2], s * acc[r + 3]));
-            } else {
-                h = cml__sm90_finish_quad(e, s, acc[r], acc[r + 1], acc[r + 2], acc[r + 3], (long long)row0 + frag_row,
-                                          (long long)col0 + c * CML_SM90_OUT_COLS + 8 * q + 2 * (lane % 4));
+                const int q = c * (CML_SM90_OUT_COLS / 8) + 2 * j, r = 4 * q; /* quads q and q + 1 */
+                uint2 lo, hi;
+                if (scale_only) {
+                    lo = make_uint2(cml__sm90_pack2(bf, s * acc[r], s * acc[r + 1]),
+                                    cml__sm90_pack2(bf, s * acc[r + 2], s * acc[r + 3]));
+                    hi = make_uint2(cml__sm90_pack2(bf, s * acc[r + 4], s * acc[r + 5]),
+                                    cml__sm90_pack2(bf, s * acc[r + 6], s * acc[r + 7]));
+                } else {
+                    const long long m = (long long)row0 + frag_row, n = (long long)col0 + 8 * q + 2 * (lane % 4);
+                    lo = cml__sm90_finish_quad(e, s, acc[r], acc[r + 1], acc[r + 2], acc[r + 3], m, n);
+                    hi = cml__sm90_finish_quad(e, s, acc[r + 4], acc[r + 5], acc[r + 6], acc[r + 7], m, n + 8);
+                }
+                /* 16-byte chunk 2j (+1 for matrices 2, 3) of the row, XOR the row's index in its 8-row atom */
+                const uint32_t a = row_addr + ((((uint32_t)(2 * j + (mi >> 1))) ^ swz) << 4);
+                asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(a), "r"(lo.x),
+                             "r"(lo.y), "r"(hi.x), "r"(hi.y)
+                             : "memory");
             }
-            /* 16-byte chunk q of the row, XOR the row's index within its 8-row atom */
-            const uint32_t off = ((q ^ swz) << 4) + within;
-            *(uint32_t *)(block + frag_row * 128 + off) = h.x;
-            *(uint32_t *)(block + (frag_row + 8) * 128 + off) = h.y;
         }
         cml__fence_proxy_async_smem();
         cml__sm90_consumer_sync(consumer);
 #if CML_SM90_DEV_EPI != 2 /* dev only (2): the staging writes without the TMA stores */
         if (leader) {
-            cml__tma_store_3d(map_d, block, col0 + c * CML_SM90_OUT_COLS, row0, batch);
+#pragma unroll
+            for (int c = c0; c < (c0 + NBUF < NB ? c0 + NBUF : NB); c++)
+                cml__tma_store_3d(map_d, blocks + (c - c0) * CML_SM90_OUT_BYTES, col0 + c * CML_SM90_OUT_COLS, row0,
+                                  batch);
             cml__bulk_commit();
         }
 #endif
@@ -473,7 +500,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
         const bool leader = (threadIdx.x % 128) == 0;
         const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
         float acc[BN / 2];
-        int it = 0, g = 0, mine = 0, d_acquired = -1, out_blocks = 0;
+        int it = 0, g = 0, mine = 0, d_acquired = -1;
         for (int tile = first; tile < total; tile += step, mine++) {
             int tm, tn, b, k_first, k_blocks;
             cml__sm90_locate(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
@@ -536,9 +563,9 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                     continue;
             }
             if (tma_store) {
-                cml__sm90_tma_epilogue<BN>(ep, md, acc,
-                                           (uint8_t *)epi_stage + consumer * 2 * CML_SM90_OUT_BYTES, &out_blocks, consumer,
-                                           leader, warp, lane, tm * BM + (PINGPONG ? 0 : consumer * 64), tn * BN, b);
+                cml__sm90_tma_epilogue<BN, smem_t::out_bufs>(
+                    ep, md, acc, (uint8_t *)epi_stage + consumer * smem_t::out_bufs * CML_SM90_OUT_BYTES, consumer,
+                    leader, warp, lane, tm * BM + (PINGPONG ? 0 : consumer * 64), tn * BN, b);
                 continue;
             }
 
