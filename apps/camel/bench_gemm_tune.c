@@ -16,12 +16,12 @@
 #include "cli.h"
 #include "kernels/cuda/cuda_kernels.h"
 
-#define MAX_CONFIGS 256
+#define MAX_CONFIGS 192
 #define FINALISTS 3
 #define MIN_GAIN 0.98 /* a table entry only where the best is more than 2% faster than the estimate */
 
 static const int WIDTHS[] = {256, 192, 128};
-static const int SPLITS[] = {1, 2, 3, 4, 6, 8, 12, 16, 0}; /* 0: stream K */
+static const int SPLITS[] = {1, 2, 3, 4, 6, 8, 12, 16};
 static const int CLUSTERS[] = {1, 2};
 static const int GROUP_MS[] = {8, 16};
 static const int ROWS[] = {128, 64};

@@ -9,7 +9,6 @@
  * tiled copy (one more pass over it; the fast case is the aligned one). M, N and K need not
  * be multiples of the tile: TMA reads zeros past the edges and the epilogue stores only
  * inside D (with TMA stores when D is 16-bit and aligned, element stores otherwise). */
-#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -111,58 +110,17 @@ static cml_status output_map(CUtensorMap *map, const cml_gemm_desc *d, void *D) 
                         dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, fn);
 }
 
-/* Stream K (config splits = 0; cml__sm90_problem.sk_*): with fewer tiles than SMs, one head CTA
- * a tile runs its first ceil(all blocks / SMs) K blocks and the other SMs share the rest; else
- * every CTA (one an SM, no more than there are blocks) shares all blocks. The partial slots a
- * half tile needs: a tile's r tail blocks run over at most 1 + ceil((r - 1) / q) tail CTAs when
- * every tail CTA has q or more blocks, plus its head. */
-typedef struct sk_shape {
-    long long blocks; /* tail blocks: the tiles' blocks after their heads, end to end */
-    int head, heads, grid, slots;
-} sk_shape;
-
-static long long k_blocks_of(const cml_gemm_desc *d, int kind) {
-    const long long row_elems = CML_SM90_ROW_BYTES / (kind == CML_SM90_TF32 ? 4 : kind >= CML_SM90_E4M3 ? 1 : 2);
-    return (d->K + row_elems - 1) / row_elems;
-}
-
-static long long tiles_of(const cml_gemm_desc *d, int rows, int bn) {
-    return (d->M + rows - 1) / rows * ((d->N + bn - 1) / bn) * d->batch;
-}
-
-static sk_shape sk_shape_of(const cml_gemm_desc *d, int kind, const cml__gemm_sm90_config *c, int sms) {
-    const long long kb = k_blocks_of(d, kind), tiles = tiles_of(d, c->rows, c->bn);
-    sk_shape s;
-    s.head = s.heads = 0;
-    s.blocks = tiles * kb;
-    if (tiles < sms) {
-        s.head = (int)((s.blocks + sms - 1) / sms);
-        s.heads = (int)tiles;
-        s.blocks = tiles * (kb - s.head);
-    }
-    const long long tails = s.blocks < sms - s.heads ? s.blocks : sms - s.heads;
-    s.grid = s.heads + (int)tails;
-    s.slots = 1;
-    if (tails > 0) {
-        const long long rest = kb - s.head, q = s.blocks / tails;
-        s.slots = (s.heads > 0) + (int)(1 + (rest - 1 + q - 1) / q);
-    }
-    return s;
-}
-
-/* A K split's workspace: per 64-row half tile, `splits` (stream K: sk_shape.slots) f32 partials
- * of 64 x bn and an arrival counter (cml__sm90_problem.partials, .arrivals). */
+/* A K split's workspace: per 64-row half tile, `splits` f32 partials of 64 x bn and an arrival
+ * counter (cml__sm90_problem.partials, .arrivals). */
 static size_t splitk_halves(const cml_gemm_desc *d, const cml__gemm_sm90_config *c) {
-    return (size_t)tiles_of(d, c->rows, c->bn) * (size_t)(c->rows / 64);
+    return (size_t)d->batch * (size_t)((d->M + c->rows - 1) / c->rows) * (size_t)((d->N + c->bn - 1) / c->bn) *
+           (size_t)(c->rows / 64);
 }
-static size_t splitk_slots(const cml_gemm_desc *d, int kind, const cml__gemm_sm90_config *c, int sms) {
-    return c->splits == 0 ? (size_t)sk_shape_of(d, kind, c, sms).slots : (size_t)c->splits;
+static size_t splitk_counters_offset(const cml_gemm_desc *d, const cml__gemm_sm90_config *c) {
+    return splitk_halves(d, c) * (size_t)c->splits * 64 * (size_t)c->bn * sizeof(float);
 }
-static size_t splitk_counters_offset(const cml_gemm_desc *d, int kind, const cml__gemm_sm90_config *c, int sms) {
-    return splitk_halves(d, c) * splitk_slots(d, kind, c, sms) * 64 * (size_t)c->bn * sizeof(float);
-}
-static size_t splitk_bytes(const cml_gemm_desc *d, int kind, const cml__gemm_sm90_config *c, int sms) {
-    return c->splits != 1 ? splitk_counters_offset(d, kind, c, sms) + splitk_halves(d, c) * sizeof(int) : 0;
+static size_t splitk_bytes(const cml_gemm_desc *d, const cml__gemm_sm90_config *c) {
+    return c->splits > 1 ? splitk_counters_offset(d, c) + splitk_halves(d, c) * sizeof(int) : 0;
 }
 
 /* ---- launch ----------------------------------------------------------------------------- */
@@ -202,8 +160,7 @@ static cudaLaunchConfig_t cluster_launch(cml_ctx *ctx, cudaLaunchAttribute *attr
 template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PP>
 static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, const void *A, const void *B,
                               const void *C, const cml__gemm_sm90_config *pc, float *ws) {
-    const int dev = ctx->device.index, splits = pc->splits < 1 ? 1 : pc->splits, BM = PP ? 64 : CML_SM90_BM;
-    const int sms = cml__cuda_sm_count(dev);
+    const int dev = ctx->device.index, splits = pc->splits, BM = PP ? 64 : CML_SM90_BM;
     typedef cml__sm90_smem<BN, STAGES, PP ? 64 : CML_SM90_BM> smem_t;
     CML_TRY((allow_smem<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP>(dev)));
     /* stored shapes: A is M x K (op N) or K x M (op T); B is N x K (op T) or K x N (op N).
@@ -230,17 +187,9 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
     p.split_kb = (p.k_blocks + splits - 1) / splits;
     p.partials = NULL;
     p.arrivals = NULL;
-    const sk_shape sk = sk_shape_of(d, KIND, pc, sms);
-    p.sk_blocks = p.sk_head = p.sk_heads = p.sk_slots = 0;
-    if (pc->splits == 0) {
-        p.sk_blocks = (int)sk.blocks;
-        p.sk_head = sk.head;
-        p.sk_heads = sk.heads;
-        p.sk_slots = sk.slots;
-    }
-    if (pc->splits != 1) { /* partials and zeroed arrival counters in ws (splitk_bytes) */
+    if (splits > 1) { /* partials and zeroed arrival counters in ws (splitk_bytes) */
         p.partials = ws;
-        p.arrivals = (int *)((uint8_t *)ws + splitk_counters_offset(d, KIND, pc, sms));
+        p.arrivals = (int *)((uint8_t *)ws + splitk_counters_offset(d, pc));
         CML_CUDA_TRY(fn, cudaMemsetAsync(p.arrivals, 0, splitk_halves(d, pc) * sizeof(int), cml__stream(ctx)));
     }
     const cml__gemm_epi epi = cml__gemm_epi_make(d, D, C);
@@ -250,8 +199,8 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
     p.tma_store = tma_store_ok(d, D) && (d->batch == 1 || d->stride_d != 0);
     if (p.tma_store) CML_TRY(output_map(&map_d, d, D));
     long long work = (long long)p.cluster_rows * p.tiles_n * p.batch * splits; /* tiles of CLUSTER CTAs */
+    int sms = cml__cuda_sm_count(dev);
     long long clusters = work < sms / CLUSTER ? work : sms / CLUSTER;
-    if (pc->splits == 0) clusters = sk.grid; /* cluster 1 */
 
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg = cluster_launch(ctx, &attr, clusters, CLUSTER, smem_t::total);
@@ -270,14 +219,17 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
 
 /* ---- the plan: tile width, K split, tile order ------------------------------------------- */
 
+static long long k_blocks_of(const cml_gemm_desc *d, int kind) {
+    const long long row_elems = CML_SM90_ROW_BYTES / (kind == CML_SM90_TF32 ? 4 : kind >= CML_SM90_E4M3 ? 1 : 2);
+    return (d->K + row_elems - 1) / row_elems;
+}
+
 static bool config_valid(const cml_gemm_desc *d, int kind, const cml__gemm_sm90_config *c) {
     const bool is16 = kind == CML_SM90_BF16 || kind == CML_SM90_F16;
     if (c->bn != 256 && c->bn != 128 && !(c->bn == 192 && is16)) return false;
-    if (c->group_m < 1 || c->group_m > 64 || c->splits < 0 || c->splits > CML_SM90_MAX_SPLITS) return false;
+    if (c->group_m < 1 || c->group_m > 64 || c->splits < 1 || c->splits > CML_SM90_MAX_SPLITS) return false;
     if (c->cluster != 1 && c->cluster != 2) return false;
     if (c->rows != 128 && !(c->rows == 64 && is16)) return false;
-    if (c->splits == 0) /* stream K: cluster 1, 128-row tiles; unit fields are ints */
-        return c->cluster == 1 && c->rows == 128 && tiles_of(d, c->rows, c->bn) * k_blocks_of(d, kind) < INT_MAX;
     const long long kb = k_blocks_of(d, kind), per_split = (kb + c->splits - 1) / c->splits;
     return (kb + per_split - 1) / per_split == c->splits; /* no split without K blocks */
 }
@@ -287,7 +239,7 @@ extern "C" bool cml__gemm_sm90_config_valid(const cml_gemm_desc *d, const cml__g
     return kind >= 0 && config_valid(d, kind, c);
 }
 
-/* The cost estimate: the width and split (or stream K) with the least estimated time, in units of one
+/* The cost estimate: the width and split with the least estimated time, in units of one
  * 64-deep K block of a 128 x 256 tile (~0.56 us on an H100): waves of tiles times the tile's K
  * blocks (narrower tiles do a little less work per block of shared-memory traffic: ~3% at 192,
  * ~8% at 128) plus ~2 blocks of per-tile overhead; a split adds its f32 partials' traffic
@@ -313,21 +265,6 @@ static cml__gemm_sm90_config estimate(const cml_ctx *ctx, const cml_gemm_desc *d
             double us = waves * ((double)per_split * block_cost[i] + overhead_blocks) * block_us;
             if (splits > 1) us += 8.0 * splits * (double)d->M * d->N * d->batch / bytes_per_us + splitk_launch_us;
             if (us < best_us * 0.97) { /* a clear win only: fewer splits, wider tiles on ties */
-                best_us = us;
-                best = c;
-            }
-        }
-        /* stream K where the tiles leave SMs idle (with more tiles, its CTAs' far-apart K
-         * positions would lose the L2 reuse that CTAs in step get): the head's K blocks and
-         * the overhead of ~2 units; every head and ~2 units a tail CTA write a 128 x bn f32
-         * partial, which the last part of each tile reads back */
-        const cml__gemm_sm90_config c = {widths[i], 0, 1, 16, 128};
-        if (tiles < sms && config_valid(d, kind, &c)) {
-            const sk_shape sk = sk_shape_of(d, kind, &c, sms);
-            const double partials = sk.heads + 2.0 * (sk.grid - sk.heads);
-            double us = ((double)sk.head * block_cost[i] + 2.0 * overhead_blocks) * block_us;
-            us += partials * 2.0 * 128.0 * widths[i] * 4.0 / bytes_per_us + splitk_launch_us;
-            if (us < best_us * 0.97) {
                 best_us = us;
                 best = c;
             }
@@ -475,7 +412,7 @@ static sm90_layout layout(const cml_ctx *ctx, const cml_gemm_desc *d, int kind, 
     l.pl = plan(ctx, d, kind, NULL);
     l.off_b = align256(bytes_a);
     l.off_partials = l.off_b + align256(bytes_b);
-    const size_t partials = splitk_bytes(&l.e, kind, &l.pl, cml__cuda_sm_count(ctx->device.index));
+    const size_t partials = splitk_bytes(&l.e, &l.pl);
     l.total = l.off_partials + partials; /* 0 when nothing is repacked or split */
     return l;
 }
@@ -566,7 +503,7 @@ extern "C" cml_status cml__gemm_sm90(cml_ctx *ctx, const cml_gemm_desc *d, void 
                              l.e.stride_b, es));
         B = ws + l.off_b;
     }
-    float *partials = l.pl.splits != 1 ? (float *)(ws + l.off_partials) : NULL;
+    float *partials = l.pl.splits > 1 ? (float *)(ws + l.off_partials) : NULL;
     switch (kind) {
     case CML_SM90_BF16: return sm90_run_16bit<CML_SM90_BF16>(ctx, &l, D, A, B, C, partials);
     case CML_SM90_F16: return sm90_run_16bit<CML_SM90_F16>(ctx, &l, D, A, B, C, partials);

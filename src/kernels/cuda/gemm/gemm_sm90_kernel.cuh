@@ -76,17 +76,6 @@ typedef struct cml__sm90_problem {
     int splits, split_kb;
     float *partials;
     int *arrivals;
-    /* stream K (sk_blocks > 0; cluster 1, 128-row tiles, not grouped). With fewer tiles than
-     * CTAs, CTA t < sk_heads (= tiles) runs the first sk_head K blocks of tile t, all in step
-     * (the tiles sharing an A or B panel read it at the same K, so DRAM sees it once, as in
-     * the plain persistent order); the other CTAs cut the rest of every tile's blocks, laid
-     * end to end (sk_blocks of them), evenly: tail CTA j takes [j * sk_blocks / G', (j + 1) *
-     * sk_blocks / G') of G' = grid - sk_heads. With as many tiles as CTAs or more, there are no
-     * heads (sk_head = sk_heads = 0) and every CTA takes tail blocks of whole K ranges. A tile
-     * whose blocks two or more CTAs share is finished as a split K tile is, its parts (head
-     * first, then tails in block order) being its splits, with sk_slots partial slots a half
-     * tile. */
-    int sk_blocks, sk_head, sk_heads, sk_slots; /* sk_blocks < 2^31 (config_valid) */
 } cml__sm90_problem;
 
 /* Bytes of one element of KIND. */
@@ -390,66 +379,16 @@ static __device__ __forceinline__ void cml__sm90_tile(int cluster_rows, int tile
     *tn = in_group / rows;
 }
 
-/* One unit of a CTA's work: linear cluster tile `tile` (split K: tile * splits + split), and
- * with stream K its K blocks [k_first, + k_blocks), part `part` of the `parts` CTAs that share
- * the tile in block order (parts = 1: the whole tile). */
-typedef struct cml__sm90_unit {
-    int tile, k_first, k_blocks, part, parts;
-} cml__sm90_unit;
-
-/* The stream-K tail CTA (0 = the first after the heads) that runs tail block i: the last j with
- * j * T / tails <= i. */
-static __device__ __forceinline__ int cml__sm90_sk_cta(int i, int T, int tails) {
-    return (int)(((long long)(i + 1) * tails - 1) / T);
-}
-
-/* This CTA's next unit (false: none left). *pos starts at the CTA's first cluster tile and
- * moves `step` tiles a unit, or with stream K (sk: the kernel's CLUSTER and PINGPONG allow it
- * and the launch uses it; false at compile time keeps its registers out of other kernels) walks
- * the CTA's head or tail blocks, up to `end`. The producer and the consumers walk the same
- * units. */
-static __device__ __forceinline__ bool cml__sm90_next_unit(const cml__sm90_problem *p, bool sk, int *pos, int end,
-                                                           int step, cml__sm90_unit *u) {
-    if (*pos >= end) return false;
-    if (!sk) {
-        u->tile = *pos, u->k_first = 0, u->k_blocks = p->k_blocks, u->part = 0, u->parts = 1;
-        *pos += step;
-        return true;
-    }
-    const int rest = p->k_blocks - p->sk_head, tails = gridDim.x - p->sk_heads, head = p->sk_head > 0;
-    if ((int)blockIdx.x < p->sk_heads) { /* tile blockIdx.x's head, then the tail CTAs of its rest */
-        const int t = blockIdx.x;
-        u->tile = t, u->k_first = 0, u->k_blocks = p->sk_head, u->part = 0;
-        u->parts = 1 + (rest > 0 ? cml__sm90_sk_cta(t * rest + rest - 1, p->sk_blocks, tails) -
-                                       cml__sm90_sk_cta(t * rest, p->sk_blocks, tails) + 1
-                                 : 0);
-        *pos += 1;
-        return true;
-    }
-    const int t = *pos / rest, first = t * rest, first_cta = cml__sm90_sk_cta(first, p->sk_blocks, tails);
-    u->tile = t;
-    u->k_first = p->sk_head + (*pos - first);
-    u->k_blocks = min(rest - (*pos - first), end - *pos);
-    u->part = head + (int)blockIdx.x - p->sk_heads - first_cta;
-    u->parts = head + cml__sm90_sk_cta(first + rest - 1, p->sk_blocks, tails) - first_cta + 1;
-    *pos += u->k_blocks;
-    return true;
-}
-
-/* Where unit u lies: its problem *g (grouped launches; tiles are visited in increasing order,
- * so *g only moves forward), tile coordinates, the batch index of its output (with split K:
- * batch * splits + split), and its K blocks [*k_first, + *k_blocks). */
-static __device__ __forceinline__ void cml__sm90_locate(const cml__sm90_problem *p, bool sk, const cml__sm90_unit *u,
-                                                        int *g, int *tm, int *tn, int *b, int *k_first, int *k_blocks) {
-    const int tile = u->tile;
+/* Where linear cluster tile `tile` lies: its problem *g (grouped launches; tiles are visited
+ * in increasing order, so *g only moves forward), tile coordinates, the batch index of its
+ * output (with split K: batch * splits + split), and its K blocks [*k_first, + *k_blocks). */
+static __device__ __forceinline__ void cml__sm90_locate(const cml__sm90_problem *p, int tile, int *g, int *tm, int *tn,
+                                                        int *b, int *k_first, int *k_blocks) {
     *k_first = 0;
     if (p->n_groups == 0) {
         cml__sm90_tile(p->cluster_rows, p->tiles_n, p->group_m, tile, tm, tn, b);
         *k_blocks = p->k_blocks;
-        if (sk) {
-            *k_first = u->k_first;
-            *k_blocks = u->k_blocks;
-        } else if (p->splits > 1) {
+        if (p->splits > 1) {
             *k_first = (*b % p->splits) * p->split_kb;
             *k_blocks = min(p->split_kb, p->k_blocks - *k_first);
         }
@@ -499,19 +438,9 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
     if (CLUSTER > 1) cml__cluster_sync();
     else __syncthreads();
 
-    /* this CTA's units: cluster tiles first, first + step, ... below total, or its K blocks */
-    const int step = gridDim.x / CLUSTER;
-    int first = blockIdx.x / CLUSTER,
-        total = prob.n_groups ? prob.groups[prob.n_groups - 1].tile_end
-                              : prob.cluster_rows * prob.tiles_n * prob.batch * max(prob.splits, 1);
-    const bool sk = CLUSTER == 1 && !PINGPONG && (prob.sk_blocks > 0 || prob.sk_heads > 0);
-    if (sk && (int)blockIdx.x < prob.sk_heads) { /* a head: one unit */
-        first = 0, total = 1;
-    } else if (sk) { /* a tail CTA's share of the tail blocks */
-        const long long j = blockIdx.x - prob.sk_heads, tails = gridDim.x - prob.sk_heads;
-        first = (int)(j * prob.sk_blocks / tails);
-        total = (int)((j + 1) * prob.sk_blocks / tails);
-    }
+    const int total = prob.n_groups ? prob.groups[prob.n_groups - 1].tile_end
+                                    : prob.cluster_rows * prob.tiles_n * prob.batch * max(prob.splits, 1);
+    const int first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup == 0) {
         cml__regs_dealloc<CML_SM90_PRODUCER_REGS>();
@@ -521,10 +450,9 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                 cml__tma_prefetch_map(&map_b);
             }
             int it = 0, g = 0, acquired = -1;
-            cml__sm90_unit u;
-            for (int pos = first; cml__sm90_next_unit(&prob, sk, &pos, total, step, &u);) {
+            for (int tile = first; tile < total; tile += step) {
                 int tm, tn, b, k_first, k_blocks;
-                cml__sm90_locate(&prob, sk, &u, &g, &tm, &tn, &b, &k_first, &k_blocks);
+                cml__sm90_locate(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
                 if (prob.splits > 1) b /= prob.splits; /* the operands' batch */
                 const CUtensorMap *ma = prob.n_groups ? &prob.groups[g].map_a : &map_a;
                 const CUtensorMap *mb = prob.n_groups ? &prob.groups[g].map_b : &map_b;
@@ -573,10 +501,9 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
         const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
         float acc[BN / 2];
         int it = 0, g = 0, mine = 0, d_acquired = -1;
-        cml__sm90_unit u;
-        for (int pos = first; cml__sm90_next_unit(&prob, sk, &pos, total, step, &u); mine++) {
+        for (int tile = first; tile < total; tile += step, mine++) {
             int tm, tn, b, k_first, k_blocks;
-            cml__sm90_locate(&prob, sk, &u, &g, &tm, &tn, &b, &k_first, &k_blocks);
+            cml__sm90_locate(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
             if (PINGPONG && (mine & 1) != consumer) { /* the other consumer's tile: skip its stages */
                 it += k_blocks;
                 continue;
@@ -618,21 +545,20 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
             cml__wgmma_wait<0>();
             cml__wgmma_reg_fence<BN / 2>(acc);
             if (leader) cml__sm90_release(&empty[(it - 1) % STAGES], CLUSTER);
-            if (PINGPONG && pos < total) cml__sm90_order_signal(1 - consumer); /* the next tile's owner */
+            if (PINGPONG && tile + step < total) cml__sm90_order_signal(1 - consumer); /* the next tile's owner */
 #if CML_SM90_DEV_EPI == 1 /* dev/gemm_sm90/harness.cu only: time the main loop without any epilogue */
             continue;
 #elif CML_SM90_DEV_EPI == 6 /* dev only: no epilogue at run time, its code still compiled in */
             if (epi.alpha != 12345.0f) continue;
 #endif
             tm = tm * CLUSTER + rank;
-            if (prob.splits > 1 || u.parts > 1) { /* only the part that arrives last stores D (cml__sm90_problem) */
-                const int split = prob.splits > 1 ? b % prob.splits : u.part;
-                const int splits = prob.splits > 1 ? prob.splits : u.parts, slots = prob.splits > 1 ? splits : prob.sk_slots;
-                if (prob.splits > 1) b /= prob.splits;
+            if (prob.splits > 1) { /* only the split that arrives last stores D (cml__sm90_problem) */
+                const int split = b % prob.splits;
+                b /= prob.splits;
                 if (tm >= prob.tiles_m) continue; /* the odd cluster row past M: nothing to store */
                 const long long half = (((long long)b * prob.tiles_m + tm) * prob.tiles_n + tn) * (PINGPONG ? 1 : 2) +
                                        (PINGPONG ? 0 : consumer);
-                if (!cml__sm90_split_gather<BN>(acc, prob.partials + half * slots * 64 * BN, split, splits,
+                if (!cml__sm90_split_gather<BN>(acc, prob.partials + half * prob.splits * 64 * BN, split, prob.splits,
                                                 &prob.arrivals[half], &split_last[consumer], consumer, leader))
                     continue;
             }
