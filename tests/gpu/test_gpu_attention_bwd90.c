@@ -1,5 +1,6 @@
 /* GPU tests of cml_attention_bwd on the Hopper path (attention_bwd_sm90.cu, issue 6) against
- * a float64 reference written here, on fresh random inputs: head dims 64 and 128, causal and
+ * a float64 reference written here, on fresh random inputs: head dims 64, 128 and 256 (its own
+ * kernel, attention_bwd_sm90_d256.cuh), causal and
  * not, S_q == S_kv and S_q != S_kv both ways (causal rows that see no key), lengths 1, 7, 77,
  * 127, 1000, 1025, 4097, GQA and MQA, the layouts TMA takes ([B,S,H,D], [B,H,S,D], and
  * [B,S,H,D] padded with 16-byte multiples), bf16 and f16. The backward is fed the reference
@@ -10,9 +11,10 @@
  * (cml__attention_bwd_cuda_path_name) and the sm90 launch counter must agree; on an sm_90
  * device every case here must take the sm90 path, elsewhere none does (the cases still run,
  * on the mma path, and the sm90 checks are reported as skipped). Then problems the sm90 path
- * must decline (D = 256, f32, odd strides, unaligned pointers), and a determinism loop: 1000
- * forward + backward runs of a causal GQA problem (3 under CML_TEST_SANITIZER), every output
- * bitwise equal to the first run's. Exits 77 ("skipped") without a GPU. */
+ * must decline (f32, odd strides, unaligned pointers, D = 80), and determinism loops: 1000
+ * forward + backward runs of a causal GQA problem at D = 128 and 300 at D = 256 (3 under
+ * CML_TEST_SANITIZER), every output bitwise equal to the first run's. CML_TEST_ONLY_D=256 (e.g.
+ * for a sanitizer run) keeps the cases of that head dim only. Exits 77 ("skipped") without a GPU. */
 #include "gpu_row_util.h"
 
 #ifndef CML_HAVE_CUDA
@@ -25,6 +27,7 @@ int main(void) {
 #include "kernels/cuda/cuda_kernels.h"
 
 static bool hopper;                /* an sm_90 device: the sm90 path must run */
+static int only_d;                 /* CML_TEST_ONLY_D: run the cases of this head dim only (0: all) */
 static int n_cases, n_cases_sm90; /* cases run, and those that ran on sm90 (twice each, as predicted) */
 
 /* ---- placements: element (b, s, h, d) at b st[0] + s st[1] + h st[2] + d ---------------------- */
@@ -301,6 +304,14 @@ static const shape SHAPES[] = {
     {2, 16, 8, 1025, 1025, 64}, /* more work tiles (144) than SMs: CTAs take several */
     {1, 1, 1, 1000, 1025, 64},
     {1, 1, 1, 4097, 4097, 64},  /* causal only (the reference's cost) */
+    /* D = 256 (BM = BN = 64: its own tiling) */
+    {2, 2, 2, 1, 1, 256},       /* one query, one key */
+    {1, 4, 2, 77, 77, 256},     /* GQA 2, partial tiles */
+    {1, 2, 1, 127, 1000, 256},  /* MQA, S_q < S_kv */
+    {1, 4, 2, 1000, 127, 256},  /* S_q > S_kv: causal rows that see no key */
+    {2, 4, 4, 300, 300, 256},   /* several key blocks per head */
+    {1, 2, 2, 1025, 1025, 256}, /* a key block and a query tile of one */
+    {2, 16, 8, 513, 513, 256},  /* 144 work tiles: CTAs take several */
 };
 enum { N_SHAPES = sizeof SHAPES / sizeof SHAPES[0] };
 
@@ -311,7 +322,8 @@ static void test_sweep(void) {
     for (int s = 0; s < N_SHAPES; s++)
         for (int causal = 0; causal < 2; causal++) {
             const shape *sh = &SHAPES[s];
-            if (s == N_SHAPES - 1 && !causal) continue;
+            if (sh->Sq == 4097 && !causal) continue;
+            if (only_d && sh->D != only_d) continue;
             if (san && (sh->Sq > 300 || sh->Skv > 300 || causal != s % 2)) continue;
             const cml_dtype dt = san || (k % 2 == 0) ? CML_BF16 : CML_F16;
             const int layout = k % N_LAYOUTS;
@@ -327,6 +339,7 @@ static void test_sweep(void) {
     for (int s = 0; s < 4; s++)
         for (int causal = 0; causal < 2; causal++) {
             if (san && (SWAP[s].Sq > 300 || SWAP[s].Skv > 300 || causal != s % 2)) continue;
+            if (only_d && SWAP[s].D != only_d) continue;
             const cml_dtype dt = san || causal ? CML_BF16 : CML_F16;
             const int layout = (s + causal + 1) % N_LAYOUTS, before = th_failed_checks;
             run_case(&SWAP[s], causal, dt, layout);
@@ -342,7 +355,11 @@ static void test_declines(void) {
     CHECK(buf);
     if (!buf) return;
     cml_attention_desc d = cml_attention_desc_bshd(1, 64, 64, 2, 2, 256, true, CML_BF16);
-    CHECK(!cml__attention_bwd_sm90_takes(gctx, &d, buf, buf, buf, buf, buf, buf, buf, buf)); /* D = 256 */
+    CHECK(cml__attention_bwd_sm90_takes(gctx, &d, buf, buf, buf, buf, buf, buf, buf, buf) == hopper); /* D = 256 */
+    d.q_stride[2] = 256 + 4; /* Q's heads 260 elements apart: not 16-byte multiples */
+    CHECK(!cml__attention_bwd_sm90_takes(gctx, &d, buf, buf, buf, buf, buf, buf, buf, buf));
+    d = cml_attention_desc_bshd(1, 64, 64, 2, 2, 256, false, CML_F32);
+    CHECK(!cml__attention_bwd_sm90_takes(gctx, &d, buf, buf, buf, buf, buf, buf, buf, buf)); /* f32 at D = 256 */
     d = cml_attention_desc_bshd(1, 64, 64, 2, 2, 64, true, CML_F32);
     CHECK(!cml__attention_bwd_sm90_takes(gctx, &d, buf, buf, buf, buf, buf, buf, buf, buf)); /* f32 */
     d = cml_attention_desc_bshd(1, 64, 64, 2, 2, 64, true, CML_BF16);
@@ -358,9 +375,9 @@ static void test_declines(void) {
 
 /* Forward + backward many times on the same inputs: every output bitwise equal to the first run's
  * (the dQ accumulation order across CTAs, through the semaphores, must not vary). */
-static void test_determinism(void) {
-    const int reps = under_sanitizer() ? 3 : 1000;
-    const shape sh = {2, 8, 2, 777, 777, 128};
+static void determinism(const shape sh, int reps) {
+    if (only_d && sh.D != only_d) return;
+    if (under_sanitizer()) reps = 3;
     problem pr;
     problem_init(&pr, &sh, true, CML_BF16, LAYOUT_BSHD);
     const cml_attention_desc *d = &pr.d;
@@ -394,8 +411,9 @@ static void test_determinism(void) {
             }
         }
         const long long runs = cml__attention_bwd_sm90_runs() - runs0;
-        printf("  determinism: %d forward + backward runs (B=2 Hq=8 Hkv=2 S=777 D=128 causal bf16), %lld on the sm90 "
-               "backward, %d outputs differed from the first run's\n", reps, runs, differ);
+        printf("  determinism: %d forward + backward runs (B=%lld Hq=%lld Hkv=%lld S=%lld D=%lld causal bf16), %lld on "
+               "the sm90 backward, %d outputs differed from the first run's\n", reps, (long long)sh.B, (long long)sh.Hq,
+               (long long)sh.Hkv, (long long)sh.Sq, (long long)sh.D, runs, differ);
         CHECK_MSG(differ == 0, "determinism: %d outputs differ from the first run's (first at run %d)", differ, first_bad);
         CHECK_MSG(runs == (hopper ? reps : 0), "determinism: %lld sm90 backward launches for %d runs", runs, reps);
         for (int t = 0; t < 5; t++) free(ref[t]);
@@ -406,10 +424,16 @@ static void test_determinism(void) {
     problem_free(&pr);
 }
 
+static void test_determinism(void) {
+    determinism((shape){2, 8, 2, 777, 777, 128}, 1000);
+    determinism((shape){2, 8, 2, 777, 777, 256}, 300);
+}
+
 int main(void) {
     int rc = gpu_test_init(20261201);
     if (rc) return rc;
     hopper = cml__cuda_arch(0) == 90;
+    only_d = getenv("CML_TEST_ONLY_D") ? atoi(getenv("CML_TEST_ONLY_D")) : 0;
     RUN(test_sweep);
     RUN(test_declines);
     RUN(test_determinism);

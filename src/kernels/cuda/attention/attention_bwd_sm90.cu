@@ -8,29 +8,45 @@
 #include "kernels/cuda/common/tma_map.h"
 
 #include "kernels/cuda/attention/attention_bwd_sm90.cuh"
+#include "kernels/cuda/attention/attention_bwd_sm90_d256.cuh"
 #include "kernels/cuda/attention/attention_common.cuh"
 #include "kernels/cuda/attention/attention_sm90.h"
 
 static const char att90b_fn[] = "cml_attention_bwd";
 
-/* Per head dim: query rows per step BM (BM * D = 8192: each consumer's dQ block is 64 x 64),
- * Q/dO stages, dQ partial buffers (as many as fit in 227 KB of shared memory). */
+/* Per head dim: query rows per step BM (D = 64 / 128: BM * D = 8192, each consumer's dQ block is
+ * 64 x 64), Q/dO stages, dQ partial buffers (as many as fit in 227 KB of shared memory), keys per
+ * work tile BN, dQ partials per (query tile, key block) HALVES (D = 256: one per consumer, each
+ * with its own semaphore; attention_bwd_sm90_d256.cuh). */
 template <int D> struct att90b_cfg;
-template <> struct att90b_cfg<64> { enum { BM = 128, ST = 2, NDQ = 1 }; };
-template <> struct att90b_cfg<128> { enum { BM = 64, ST = 2, NDQ = 2 }; };
+template <> struct att90b_cfg<64> { enum { BM = 128, ST = 2, NDQ = 1, BN = CML_ATT90B_BN, HALVES = 1 }; };
+template <> struct att90b_cfg<128> { enum { BM = 64, ST = 2, NDQ = 2, BN = CML_ATT90B_BN, HALVES = 1 }; };
+template <> struct att90b_cfg<256> { enum { BM = 64, ST = 1, NDQ = 2, BN = 64, HALVES = 2 }; };
 
 static int att90b_bm(int64_t D) { return D == 64 ? (int)att90b_cfg<64>::BM : (int)att90b_cfg<128>::BM; }
+static int att90b_bn(int64_t D) { return D == 256 ? (int)att90b_cfg<256>::BN : CML_ATT90B_BN; }
+
+/* The main kernel of a head dim: D = 64 / 128 share one, D = 256 has its own (same parameters). */
+template <int DT, int D> struct att90b_main {
+    typedef att90b_cfg<D> cfg;
+    static decltype(&cml__att90b_kernel<DT, D, cfg::BM, cfg::ST, cfg::NDQ>) get() {
+        return cml__att90b_kernel<DT, D, cfg::BM, cfg::ST, cfg::NDQ>;
+    }
+};
+template <int DT> struct att90b_main<DT, 256> {
+    static decltype(&cml__att90b256_kernel<DT>) get() { return cml__att90b256_kernel<DT>; }
+};
 
 extern "C" bool cml__attention_bwd_sm90_takes(const cml_ctx *ctx, const cml_attention_desc *d, const void *dQ,
                                               const void *dK, const void *dV, const void *dO, const void *Q,
                                               const void *K, const void *V, const void *O) {
     if (d->dtype != CML_BF16 && d->dtype != CML_F16) return false;
-    if (d->D != 64 && d->D != 128) return false; /* D = 256: dK and dV of 64 keys do not fit a consumer's registers */
+    if (d->D != 64 && d->D != 128 && d->D != 256) return false;
     if (d->B < 1 || d->S_q < 1 || d->S_kv < 1 || d->H_q < 1 || d->H_kv < 1 || d->H_q % d->H_kv != 0) return false;
     if (cml__attn_desc_varlen(d)) return false; /* the maps address (b, s): fixed lengths only */
     if (!isfinite(d->scale)) return false;
     /* sizes in int: query-tile rows (semaphores), padded rows, tiles */
-    const int64_t BM = att90b_bm(d->D), n_qt = (d->S_q + BM - 1) / BM, n_kb = (d->S_kv + CML_ATT90B_BN - 1) / CML_ATT90B_BN;
+    const int64_t BM = att90b_bm(d->D), BN = att90b_bn(d->D), n_qt = (d->S_q + BM - 1) / BM, n_kb = (d->S_kv + BN - 1) / BN;
     if (d->S_q > INT_MAX - 1024 || d->S_kv > INT_MAX - 1024 || d->B * d->H_q > INT_MAX / (n_qt * BM) ||
         d->B * d->H_kv > INT_MAX / n_kb)
         return false;
@@ -57,7 +73,7 @@ static cml_status att90b_launch(cml_ctx *ctx, const cml_attention_desc *d, void 
     typedef cml__att90b_smem<D, cfg::BM, cfg::ST, cfg::NDQ> sm;
     static_assert(sm::total <= 232448, "shared memory above the 227 KB a block may have");
     const int BM = cfg::BM;
-    const long long bh = d->B * d->H_q, rows_pad = bh * p.n_qt * BM, n_sem = bh * p.n_qt;
+    const long long bh = d->B * d->H_q, rows_pad = bh * p.n_qt * BM, n_sem = bh * p.n_qt * cfg::HALVES;
     /* one request: lse2, Di, the dQ accumulator, the semaphores and the tile counter */
     const size_t o_lse = 0, o_di = round256(rows_pad * 4), o_acc = o_di + round256(rows_pad * 4),
                  o_sem = o_acc + round256((size_t)rows_pad * D * 4), total = o_sem + round256((n_sem + 1) * 4);
@@ -78,7 +94,7 @@ static cml_status att90b_launch(cml_ctx *ctx, const cml_attention_desc *d, void 
         p.n_qt * BM, rows_pad, (float *)p.lse2, (float *)p.di, p.dq_sem, (int)n_sem);
     CML_TRY(cml__cuda_check_launch(att90b_fn, "cml__att90b_prep_kernel", dtn, rows_pad, pgrid, 256));
 
-    auto kern = cml__att90b_kernel<DT, D, cfg::BM, cfg::ST, cfg::NDQ>;
+    auto kern = att90b_main<DT, D>::get();
     CML_CUDA_TRY(att90b_fn, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm::total));
     const int sms = cml__cuda_sm_count(ctx->device.index);
     const unsigned grid = (unsigned)(p.total_tiles < sms || sms <= 0 ? p.total_tiles : sms);
@@ -98,12 +114,12 @@ extern "C" cml_status cml__attention_bwd_sm90(cml_ctx *ctx, const cml_attention_
                                               const void *O, const float *lse, bool *taken) {
     *taken = false;
     if (!cml__attention_bwd_sm90_takes(ctx, d, dQ, dK, dV, dO, Q, K, V, O)) return CML_OK;
-    const int D = (int)d->D, BM = att90b_bm(D);
+    const int D = (int)d->D, BM = att90b_bm(D), BN = att90b_bn(D);
     *taken = true; /* takes() checked TMA's rules: a refused map is an error, not a reason to fall back */
     CUtensorMap maps[4];
     CML_TRY(cml__att90_map(&maps[0], Q, d->dtype, d->B, d->S_q, d->H_q, D, d->q_stride, BM, att90b_fn));
-    CML_TRY(cml__att90_map(&maps[1], K, d->dtype, d->B, d->S_kv, d->H_kv, D, d->k_stride, CML_ATT90B_BN, att90b_fn));
-    CML_TRY(cml__att90_map(&maps[2], V, d->dtype, d->B, d->S_kv, d->H_kv, D, d->v_stride, CML_ATT90B_BN, att90b_fn));
+    CML_TRY(cml__att90_map(&maps[1], K, d->dtype, d->B, d->S_kv, d->H_kv, D, d->k_stride, BN, att90b_fn));
+    CML_TRY(cml__att90_map(&maps[2], V, d->dtype, d->B, d->S_kv, d->H_kv, D, d->v_stride, BN, att90b_fn));
     CML_TRY(cml__att90_map(&maps[3], dO, d->dtype, d->B, d->S_q, d->H_q, D, d->o_stride, BM, att90b_fn));
     CML_TRY(cml__cuda_activate(ctx));
     cml__att90b_params p;
@@ -115,7 +131,7 @@ extern "C" cml_status cml__attention_bwd_sm90(cml_ctx *ctx, const cml_attention_
     p.Sk = (int)d->S_kv;
     p.causal = d->causal ? 1 : 0;
     p.n_qt = (int)((d->S_q + BM - 1) / BM);
-    p.n_kb = (int)((d->S_kv + CML_ATT90B_BN - 1) / CML_ATT90B_BN);
+    p.n_kb = (int)((d->S_kv + BN - 1) / BN);
     p.total_tiles = (int)(d->B * d->H_kv * p.n_kb);
     /* Tile order (dev/attention_sm90/README.md, "Backward", v4): without the causal mask, every
      * key block of a head starts at query tile 0, and head-major tiles that start together wait on
@@ -134,11 +150,13 @@ extern "C" cml_status cml__attention_bwd_sm90(cml_ctx *ctx, const cml_attention_
     for (int i = 0; i < 3; i++) p.dk_s[i] = d->k_stride[i], p.dv_s[i] = d->v_stride[i];
     cml_status st;
     if (d->dtype == CML_F16)
-        st = D == 64 ? att90b_launch<CML_ATT90_F16, 64>(ctx, d, dQ, dO, O, lse, maps, p)
-                     : att90b_launch<CML_ATT90_F16, 128>(ctx, d, dQ, dO, O, lse, maps, p);
+        st = D == 64    ? att90b_launch<CML_ATT90_F16, 64>(ctx, d, dQ, dO, O, lse, maps, p)
+             : D == 128 ? att90b_launch<CML_ATT90_F16, 128>(ctx, d, dQ, dO, O, lse, maps, p)
+                        : att90b_launch<CML_ATT90_F16, 256>(ctx, d, dQ, dO, O, lse, maps, p);
     else
-        st = D == 64 ? att90b_launch<CML_ATT90_BF16, 64>(ctx, d, dQ, dO, O, lse, maps, p)
-                     : att90b_launch<CML_ATT90_BF16, 128>(ctx, d, dQ, dO, O, lse, maps, p);
+        st = D == 64    ? att90b_launch<CML_ATT90_BF16, 64>(ctx, d, dQ, dO, O, lse, maps, p)
+             : D == 128 ? att90b_launch<CML_ATT90_BF16, 128>(ctx, d, dQ, dO, O, lse, maps, p)
+                        : att90b_launch<CML_ATT90_BF16, 256>(ctx, d, dQ, dO, O, lse, maps, p);
     if (st == CML_OK) __atomic_add_fetch(&att90b_runs, 1, __ATOMIC_RELAXED);
     return st;
 }

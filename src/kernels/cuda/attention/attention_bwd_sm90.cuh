@@ -1,6 +1,8 @@
 /* The Hopper (sm_90a) flash-attention backward (issue 6), FlashAttention-3 style: 16-bit
  * Q, K, V, O, dO (bf16 or f16), head dim D = 64 or 128, any strides TMA accepts, causal
- * (bottom-right) or not, GQA, any sequence lengths. Host side: attention_bwd_sm90.cu.
+ * (bottom-right) or not, GQA, any sequence lengths. Host side: attention_bwd_sm90.cu. D = 256
+ * has its own main kernel (attention_bwd_sm90_d256.cuh) around this file's prep, convert,
+ * producer and dQ writers.
  *
  * Three launches on the stream:
  *   prep:    per query row (padded to whole query tiles of BM rows): Di = rowsum(dO * O) and
@@ -115,6 +117,7 @@ struct cml__att90b_prof {
 template <int D, int BM, int ST, int NDQ>
 struct cml__att90b_smem {
     enum {
+        BN = CML_ATT90B_BN, /* keys per work tile (D = 256: its own layout, attention_bwd_sm90_d256.cuh) */
         kv_bytes = CML_ATT90B_BN * D * 2,
         qd_bytes = BM * D * 2,
         ds_bytes = CML_ATT90B_BN * BM * 2,
@@ -153,12 +156,12 @@ static __device__ __forceinline__ void cml__att90b_tile_pos(const cml__att90b_pa
 /* The rank of key block n among those that add to query tile m: the last key block that sees the
  * tile adds first (rank 0), key block 0 last. Causal: query rows up to i_last see key blocks
  * 0 .. (i_last + S_kv - S_q) / BN. */
-template <int BM>
+template <int BM, int BN = CML_ATT90B_BN>
 static __device__ __forceinline__ int cml__att90b_rank(const cml__att90b_params &p, int m, int n) {
     int last = p.n_kb - 1;
     if (p.causal) {
         const int i_last = ((m + 1) * BM < p.Sq ? (m + 1) * BM : p.Sq) - 1;
-        const int seen = (i_last + p.Sk - p.Sq) / CML_ATT90B_BN; /* >= n >= 0: block n sees the tile */
+        const int seen = (i_last + p.Sk - p.Sq) / BN; /* >= n >= 0: block n sees the tile */
         last = seen < last ? seen : last;
     }
     return last - n;
@@ -210,7 +213,7 @@ struct cml__att90b_prep_cfg {
  * (the shuffles). The products and the butterfly run in the order they always did: Di's bits do
  * not depend on the launch. */
 template <int DT, int D>
-static __global__ void __launch_bounds__(256, 8)
+static __global__ void __launch_bounds__(256, D == 256 ? 4 : 8) /* D = 256: 8 16-byte loads in flight, 64 registers */
     cml__att90b_prep_kernel(const uint16_t *dO, const uint16_t *O, long long os0, long long os1, long long os2,
                             const float *lse, int Hq, int Sq, int rows_per_bh, long long rows_pad, float *lse2,
                             float *di, int *sem, int n_sem) {
@@ -283,22 +286,25 @@ static __global__ void __launch_bounds__(256, 8)
  * 32 + 4 words apart: the fragment-order writes (8 rows x 4 words per warp) and the 16-byte row
  * reads (8 threads per row) hit 32 different banks. Zeros for query tiles that no key block
  * touches (causal rows that see no key; the accumulator was never written there). The products
- * and conversions are the old kernel's, element by element: the same bits. */
+ * and conversions are the old kernel's, element by element: the same bits.
+ * D = 256 (BM = 64): a query tile's accumulator is two parts of 64 x 128 (columns 128 half ..),
+ * each laid out like a D = 128 tile (block c = its columns 64 c ..); D = 64 / 128: one part. */
 template <int DT, int D, int BM>
 static __global__ void __launch_bounds__(256, 8)
     cml__att90b_dq_kernel(const float4 *acc, uint16_t *dQ, long long qs0, long long qs1, long long qs2, int Hq,
                           int Sq, int n_qt, int causal, int off, float scale, long long n4) {
-    enum { P = 36, UNIT4 = 64 * 64 / 4 }; /* staged row pitch in words; float4 per unit */
+    enum { P = 36, UNIT4 = 64 * 64 / 4, HALVES = D == 256 ? 2 : 1 }; /* staged row pitch in words; float4 per unit */
     __shared__ __align__(16) uint32_t stage[64 * P];
     const int n_units = (int)(n4 / UNIT4); /* 2 per query tile */
     const int t = threadIdx.x % 128, qpar = threadIdx.x / 128, warp = t / 32, lane = t % 32;
     const int frow = 16 * warp + lane / 4, fword = lane % 4; /* this thread's fragment position */
     for (int unit = blockIdx.x; unit < n_units; unit += gridDim.x) {
-        const int tile = unit / 2, c = unit % 2, m = tile % n_qt, bh = tile / n_qt, b = bh / Hq, h = bh % Hq;
-        const int i0 = m * BM + cml__att90b_mrow0<D, BM>(c), i_tile = m * BM;
+        const int part = unit / 2, c = unit % 2, tile = part / HALVES, half = part % HALVES;
+        const int m = tile % n_qt, bh = tile / n_qt, b = bh / Hq, h = bh % Hq;
+        const int i0 = m * BM + (HALVES == 2 ? 0 : cml__att90b_mrow0<D, BM>(c)), i_tile = m * BM;
         const int i_last = (i_tile + BM < Sq ? i_tile + BM : Sq) - 1;
         const bool touched = !causal || i_last + off >= 0; /* else no key block wrote the tile */
-        const float4 *src = acc + (long long)tile * (BM * D / 4) + c * 128 + t;
+        const float4 *src = acc + (long long)part * (BM * D / 4 / HALVES) + c * 128 + t;
         float4 v[4];
 #pragma unroll
         for (int k = 0; k < 4; k++) /* q = 2k + qpar */
@@ -311,7 +317,7 @@ static __global__ void __launch_bounds__(256, 8)
             stage[(frow + 8) * P + w] = cml__att90_pack<DT>(v[k].z * scale, v[k].w * scale);
         }
         __syncthreads();
-        uint16_t *dst = dQ + b * qs0 + h * qs2 + cml__att90b_ncol0<D, BM>(c);
+        uint16_t *dst = dQ + b * qs0 + h * qs2 + (HALVES == 2 ? 128 * half + 64 * c : cml__att90b_ncol0<D, BM>(c));
 #pragma unroll
         for (int k = 0; k < 2; k++) {
             const int chunk = k * 256 + threadIdx.x, r = chunk / 8, cc = chunk % 8;
@@ -328,7 +334,7 @@ static __device__ __forceinline__ void cml__att90b_produce(const CUtensorMap *ma
                                                            const CUtensorMap *map_v, const CUtensorMap *map_do,
                                                            const cml__att90b_params &p, uint8_t *smem) {
     typedef cml__att90b_smem<D, BM, ST, NDQ> sm;
-    const int BN = CML_ATT90B_BN;
+    const int BN = sm::BN;
     uint64_t *bars = (uint64_t *)(smem + sm::off_bar);
     uint64_t *kv_full = bars, *q_full = bars + 1, *do_full = q_full + ST, *qd_empty = do_full + ST;
     int4 *meta = (int4 *)(smem + sm::off_meta);
@@ -401,7 +407,7 @@ static __device__ __forceinline__ void cml__att90b_write_dq(const cml__att90b_pa
         if (mt.x < 0) break;
         pf.lap(ps);
         int *sem = p.dq_sem + mt.x;
-        float *dst = p.dq_acc + (long long)mt.x * (BM * D);
+        float *dst = p.dq_acc + (long long)mt.x * (sm::dq_bytes / 4); /* one partial per semaphore */
         const float *src = (const float *)(smem + sm::off_dq + qb * sm::dq_bytes);
         if (VAR & CML_ATT90B_V_UNORDERED) { /* dev only: the accumulator was zeroed; adds in any order */
             cml__fence_proxy_async_global();

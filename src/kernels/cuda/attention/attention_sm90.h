@@ -26,8 +26,8 @@ cml_status cml__attention_fwd_sm90(cml_ctx *ctx, const cml_attention_desc *desc,
 long long cml__attention_fwd_sm90_runs(void);
 
 /* Whether the wgmma/TMA backward (attention_bwd_sm90.cu) takes a problem: an sm_90 device,
- * f16/bf16, D = 64 or 128, fixed lengths, finite scale, the forward's TMA rules for Q, K, V, O,
- * dO and also for dQ, dK, dV (laid out like Q, K, V). D = 256 and the rest stay on mma / SIMT. */
+ * f16/bf16, D = 64, 128 or 256, fixed lengths, finite scale, the forward's TMA rules for Q, K, V,
+ * O, dO and also for dQ, dK, dV (laid out like Q, K, V). The rest stays on mma / SIMT. */
 bool cml__attention_bwd_sm90_takes(const cml_ctx *ctx, const cml_attention_desc *desc, const void *dQ, const void *dK,
                                    const void *dV, const void *dO, const void *Q, const void *K, const void *V,
                                    const void *O);
