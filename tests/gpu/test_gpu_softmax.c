@@ -8,12 +8,27 @@
  * norm-wise tolerance. Bad targets are reported at the next wait for the
  * stream (once; the first bad call's; at a synchronous copy too; past the
  * exact-record limit of cuda_index_check.h), or by the call itself on a
- * context created with CML_SYNC_CHECKS=1. Exits 77 ("skipped") without a GPU. */
+ * context created with CML_SYNC_CHECKS=1. Special values: rows with -inf
+ * (masked columns; whole rows of -inf and rows with a NaN, which are NaN on
+ * both sides) through every row path. Exits 77 ("skipped") without a GPU. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include "gpu_row_util.h"
 #include "runtime/cuda_index_check.h"
 
 static cml_ctx *sctx; /* a CUDA context created with CML_SYNC_CHECKS=1 */
+static bool special;  /* put -inf (and NaN) into the inputs: see mask_rows */
+
+/* Row r of rows of n (inner == 1): r % 3 == 1 gets -inf in 3 of every 4 columns (not in
+ * column keep[r] if keep); for softmax (no keep) r % 7 == 5 is all -inf and r % 11 == 9 gets
+ * one NaN, rows that both sides make NaN. */
+static void mask_rows(void *h, cml_dtype dt, int64_t rows, int64_t n, const int64_t *keep) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < n; j++) {
+            const bool masked = (r % 3 == 1 && j % 4 != 0) || (!keep && r % 7 == 5);
+            if (masked && !(keep && keep[r] == j)) cml_dtype_store(h, dt, r * n + j, -INFINITY);
+            if (!keep && r % 11 == 9 && j == n / 2) cml_dtype_store(h, dt, r * n + j, NAN);
+        }
+}
 
 /* ---- softmax ------------------------------------------------------------------------------ */
 
@@ -31,12 +46,13 @@ static void run_softmax(cml_dtype dt, int64_t outer, int64_t n, int64_t inner, i
     if (hx && hdy && hy && want && got && dx && ddy && dy && dout) {
         const int64_t o = off * (int64_t)es;
         random_fill(hx, dt, nb, -4.0f, 4.0f);
+        if (special && inner == 1) mask_rows(hx + o, dt, outer, n, NULL);
         random_fill(hdy, dt, nb, -1.0f, 1.0f);
         memset(hy, 0xFF, bytes);
         CHECK_OK(cml_softmax_fwd(cctx, hy + o, hx + o, outer, n, inner, dt, log));
         upload(dx, hx, bytes);
         GPU_TWICE(what, dout, bytes, got, cml_softmax_fwd(gctx, (char *)dout + o, (char *)dx + o, outer, n, inner, dt, log));
-        compare_tol(what, got + o, hy + o, dt, ne, tol_for(dt), false);
+        compare_tol(what, got + o, hy + o, dt, ne, tol_for(dt), special);
         /* backward from the CPU's forward output */
         upload(dy, hy, bytes);
         upload(ddy, hdy, bytes);
@@ -46,7 +62,7 @@ static void run_softmax(cml_dtype dt, int64_t outer, int64_t n, int64_t inner, i
         snprintf(bwhat, sizeof bwhat, "%s bwd", what);
         GPU_TWICE(bwhat, dout, bytes, got,
                   cml_softmax_bwd(gctx, (char *)dout + o, (char *)ddy + o, (char *)dy + o, outer, n, inner, dt, log));
-        compare_tol(bwhat, got + o, want + o, dt, ne, tol_for(dt), false);
+        compare_tol(bwhat, got + o, want + o, dt, ne, tol_for(dt), special);
     }
     free(hx);
     free(hdy);
@@ -76,9 +92,24 @@ static void test_softmax_edges(void) {
             run_softmax(dt, 5, 32767, 1, 0, log); /* unaligned rows: forward in chunks */
             run_softmax(dt, 9, 16384, 1, 1, log); /* one element off alignment: scalar accesses */
             run_softmax(dt, 300, 64, 1, 0, log);  /* many rows per block */
+            run_softmax(dt, 70, 1024, 1, 0, log); /* 4 words per thread, 8 or 4 rows per block */
+            run_softmax(dt, 33, 4096, 1, 0, log); /* 4 words per thread, 2 rows or 1 per block */
             if (!under_sanitizer()) run_softmax(dt, 60, 262144, 1, 0, log); /* > 1 batch of rows */
         }
     }
+}
+
+/* -inf and NaN through the register rows (4 and 8 words, scalar), the one-pass chunks and the
+ * two-pass chunks. */
+static void test_softmax_special(void) {
+    static const int64_t shapes[][3] = {{40, 1024, 0}, {23, 16384, 0}, {12, 65536, 0}, {9, 16384, 1},
+                                        {4, 262144, 0}, {12, 32767, 0}};
+    special = true;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int d = 0; d < n_test_dtypes(); d++)
+            for (int log = 0; log < 2; log++)
+                run_softmax(TEST_DTYPES[d], shapes[s][0], shapes[s][1], 1, shapes[s][2], log);
+    special = false;
 }
 
 static void test_softmax_columns(void) {
@@ -112,6 +143,7 @@ static void run_ce(cml_dtype dt, int64_t rows, int64_t classes, int64_t bad_row,
             ht[r] = r % 5 == 3 ? IGNORE : (int64_t)(cml_rng_u32(&rng) % (uint32_t)classes);
             hdl[r] = uniform(0.5f, 1.5f);
         }
+        if (special) mask_rows(hx, dt, rows, classes, ht);
         if (bad_row >= 0) ht[bad_row] = bad_value;
         upload(dx, hx, bytes);
         upload(dt_, ht, sizeof(int64_t) * (size_t)rows);
@@ -189,7 +221,21 @@ static void test_cross_entropy(void) {
         run_ce(TEST_DTYPES[d], 20, 100003, -1, 0);   /* long unaligned rows: split forward, chunked backward */
         run_ce(TEST_DTYPES[d], 9, 65536, -1, 0);     /* bf16 backward in 8 words per thread, f32 in chunks */
         run_ce(TEST_DTYPES[d], 600, 2048, -1, 0);    /* enough rows for the row-group forward */
+        if (!under_sanitizer()) run_ce(TEST_DTYPES[d], 600, 24576, -1, 0); /* 8 words per thread, both ways */
     }
+    for (int d = 0; d < n_test_dtypes(); d++) {
+        run_ce(TEST_DTYPES[d], 300, 64, -1, 0);  /* aligned short rows: many rows per block */
+        run_ce(TEST_DTYPES[d], 40, 8192, -1, 0); /* one row per block, 4 words per thread */
+    }
+    /* -inf in 3 of 4 columns of every third row (never at the target) */
+    special = true;
+    for (int d = 0; d < n_test_dtypes(); d++) {
+        run_ce(TEST_DTYPES[d], 300, 64, -1, 0);
+        run_ce(TEST_DTYPES[d], 7, 127, -1, 0);
+        run_ce(TEST_DTYPES[d], 40, 8192, -1, 0);
+        run_ce(TEST_DTYPES[d], 3, 262144, -1, 0); /* split forward, one-pass backward */
+    }
+    special = false;
 }
 
 static void test_cross_entropy_bad_targets(void) {
@@ -197,6 +243,7 @@ static void test_cross_entropy_bad_targets(void) {
     run_ce(CML_BF16, 7, 127, 2, -3);        /* negative, not ignore_index */
     run_ce(CML_F32, 3, 40000, 1, 1 << 20);  /* split forward, chunked backward */
     run_ce(CML_BF16, 600, 1024, 599, 5000); /* the last row */
+    run_ce(CML_F32, 300, 64, 17, 64);       /* many rows per block */
 }
 
 /* Several calls between two waits: the first bad call's error, once; good calls before and after
@@ -275,6 +322,7 @@ int main(void) {
     unsetenv("CML_SYNC_CHECKS");
     RUN(test_softmax_rows);
     RUN(test_softmax_edges);
+    RUN(test_softmax_special);
     RUN(test_softmax_columns);
     RUN(test_cross_entropy);
     RUN(test_cross_entropy_bad_targets);

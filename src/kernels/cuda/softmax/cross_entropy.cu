@@ -1,11 +1,14 @@
 /* CUDA cross-entropy straight from logits (rows, classes), forward and
  * backward, never materializing probabilities; f32/f16/bf16 logits, f32 math.
  *
- * Forward: loss[r] = logsumexp(row) - row[t]. A row group streams its row
- * once with the online (max, sum of exp) update, one rescale per 16-byte word,
- * and merges the group's states in a fixed order; a few long rows are split
- * into chunks instead (pass 1 of softmax_common.cuh, then one thread per row
- * merges the chunk states in order). Ignored rows are not read at all.
+ * Forward: loss[r] = logsumexp(row) - row[t]. 16-byte aligned rows that fit
+ * on chip are held in registers as packed words (up to 32768 f32 / 65536
+ * bf16 classes): the max, then the sum of exps, in fixed-order group
+ * reductions; unaligned rows are streamed once with the online (max, sum of
+ * exp) update, one rescale per 16-byte word, the group's states merged in a
+ * fixed order; a few long rows are split into chunks instead (pass 1 of
+ * softmax_common.cuh, then one thread per row merges the chunk states in
+ * order). Ignored rows are not read, except in split rows.
  * Backward: dlogits[r] = dloss[r] (softmax(row) - onehot(t)). Rows that fit on
  * chip stay in registers (16-byte aligned rows as packed words: up to 32768
  * f32 / 65536 bf16 classes; others up to 16384 as floats), read once and
@@ -67,6 +70,45 @@ static __global__ void __launch_bounds__(256, 3) ce_fwd_rows_kernel(float *loss,
     }
 }
 
+/* 16-byte aligned rows that fit on chip: KW packed words per thread (rows.cuh), all of a
+ * thread's loads in flight at once; the max on packed pairs, then the sum of exps, and the
+ * target's logit from the registers of the thread that holds it (summed with the exps: the
+ * others add 0), so no dependent load follows the row. */
+template <int DT, int KW>
+static __global__ void __launch_bounds__(1024) ce_fwd_words_kernel(float *loss, const void *logits,
+                                                                   const int64_t *targets, long long rows, int n,
+                                                                   long long ignore, cml__index_flag bad) {
+    typedef typename cml__elem<DT>::type T;
+    __shared__ float red_max[32];
+    __shared__ float2 red_sum[32];
+    const int G = blockDim.x, t = threadIdx.x;
+    for (long long r0 = (long long)blockIdx.x * blockDim.y; r0 < rows; r0 += (long long)gridDim.x * blockDim.y) {
+        const long long row = r0 + threadIdx.y;
+        const bool valid = row < rows;
+        const long long tgt = valid ? (long long)targets[row] : ignore;
+        const bool skip = tgt == ignore || bad_target(tgt, n, ignore);
+        const int nn = skip ? 0 : n; /* ignored and bad rows are not read */
+        uint4 w[KW];
+        cml__words_load<DT, KW>(w, (const T *)logits + (size_t)(valid ? row : 0) * (size_t)n, nn, t, G);
+        const float m = cml__group_allreduce(cml__words_max<DT, KW>(w, nn, t, G), G, red_max, cml__max_op());
+        float e[KW * cml__words<DT>::V];
+        const float2 sx = cml__group_allreduce_sum2(
+            make_float2(cml__words_sumexp<DT, KW, false>(w, nn, t, G, m, e),
+                        nn ? cml__words_pick<DT, KW>(w, (int)tgt, t, G) : 0.0f),
+            G, red_sum);
+        if (t == 0 && valid) {
+            if (tgt == ignore) {
+                loss[row] = 0.0f;
+            } else if (skip) {
+                loss[row] = NAN;
+                cml__index_flag_bad(bad, row);
+            } else {
+                loss[row] = (m - sx.y) + logf(sx.x);
+            }
+        }
+    }
+}
+
 /* After cml__softmax_stats_kernel over all rows: one thread per row. */
 template <int DT>
 static __global__ void ce_fwd_finalize_kernel(float *loss, const cml__ms *partial, const void *logits,
@@ -88,7 +130,53 @@ static __global__ void ce_fwd_finalize_kernel(float *loss, const cml__ms *partia
 
 /* ---- backward ----------------------------------------------------------------------------------- */
 
-/* 16-byte aligned rows: KW packed words per thread (rows.cuh). */
+/* dlogits of a row (or chunk, its columns from lo) held as KW packed words per thread: word k
+ * gets g exp(x - M) / S - g [col == tgt] with ge = g exp(m - M) / S (e[] holds exp(x - m)
+ * when KEEP; m = M otherwise); ignored rows get 0, bad ones NaN (fill). The one-hot element
+ * is stored again, alone, after its word (the same thread, so the second store wins): writing
+ * it into the word's array at a run-time position put the array in local memory. */
+template <int DT, int KW, bool KEEP>
+static __device__ __forceinline__ void ce_bwd_store_words(void *out, const uint4 (&w)[KW],
+                                                          const float (&e)[KW * cml__words<DT>::V], int nn, int t,
+                                                          int G, long long lo, long long tgt, float M, float ge,
+                                                          float g, bool fill, float fill_value) {
+    typedef typename cml__elem<DT>::type T;
+    constexpr int V = cml__words<DT>::V;
+    int hot_c = -1; /* the target's column in this chunk, if this thread holds it */
+    float hot = 0.0f;
+#pragma unroll
+    for (int k = 0; k < KW; k++) {
+        const int c = (k * G + t) * V;
+        if (c < nn) {
+            float v[V];
+            if (fill) {
+#pragma unroll
+                for (int u = 0; u < V; u++) v[u] = fill_value;
+            } else {
+                if constexpr (KEEP) {
+#pragma unroll
+                    for (int u = 0; u < V; u++) v[u] = e[k * V + u] * ge;
+                } else {
+                    cml__unpack16<DT>(w[k], v);
+#pragma unroll
+                    for (int u = 0; u < V; u++) v[u] = cml__fexp(v[u] - M) * ge;
+                }
+                const long long rel = tgt - (lo + c);
+                if (rel >= 0 && rel < V) {
+                    hot_c = c + (int)rel;
+#pragma unroll
+                    for (int u = 0; u < V; u++)
+                        if (u == (int)rel) hot = v[u];
+                }
+            }
+            *(uint4 *)((T *)out + c) = cml__pack16_fast<DT>(v);
+        }
+    }
+    if (hot_c >= 0) ((T *)out)[hot_c] = cml__from_f32<DT>(hot - g); /* the one-hot term */
+}
+
+/* 16-byte aligned rows: KW packed words per thread (rows.cuh); at 4 words the exps stay in
+ * registers for the outputs (one exp per element). */
 template <int DT, int KW>
 static __global__ void __launch_bounds__(1024) ce_bwd_words_kernel(void *dlogits, const float *dloss,
                                                                    const void *logits, const int64_t *targets,
@@ -96,6 +184,7 @@ static __global__ void __launch_bounds__(1024) ce_bwd_words_kernel(void *dlogits
                                                                    cml__index_flag bad) {
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V;
+    constexpr bool KEEP = KW == 4; /* f32 at 8 words too would spill (64 registers at most) */
     __shared__ float red_max[32], red_sum[32];
     const int G = blockDim.x, t = threadIdx.x;
     for (long long r0 = (long long)blockIdx.x * blockDim.y; r0 < rows; r0 += (long long)gridDim.x * blockDim.y) {
@@ -108,24 +197,13 @@ static __global__ void __launch_bounds__(1024) ce_bwd_words_kernel(void *dlogits
         const float g = nn ? dloss[row] : 0.0f; /* loaded before the row: the latencies overlap */
         uint4 w[KW];
         cml__words_load<DT, KW>(w, (const T *)logits + off, nn, t, G);
-        float m, s;
-        cml__words_max_sumexp<DT, KW>(w, nn, t, G, red_max, red_sum, m, s);
-        const float ls = logf(s);
-#pragma unroll
-        for (int k = 0; k < KW; k++) {
-            const int c = (k * G + t) * V;
-            if (valid && c < n) {
-                float v[V];
-                cml__unpack16<DT>(w[k], v);
-#pragma unroll
-                for (int u = 0; u < V; u++) {
-                    float d = g * cml__fexp((v[u] - m) - ls);
-                    if (c + u == tgt) d -= g; /* the one-hot term */
-                    v[u] = ignored ? 0.0f : is_bad ? NAN : d;
-                }
-                *(uint4 *)((T *)dlogits + off + c) = cml__pack16<DT>(v);
-            }
-        }
+        const float m = cml__group_allreduce(cml__words_max<DT, KW>(w, nn, t, G), G, red_max, cml__max_op());
+        float e[KW * V];
+        const float s = cml__group_allreduce(cml__words_sumexp<DT, KW, KEEP>(w, nn, t, G, m, e), G, red_sum,
+                                             cml__sum_op());
+        if (valid)
+            ce_bwd_store_words<DT, KW, KEEP>((T *)dlogits + off, w, e, n, t, G, 0, tgt, m, g / s, g, nn == 0,
+                                             ignored ? 0.0f : NAN);
         if (valid && is_bad && t == 0) cml__index_flag_bad(bad, row);
     }
 }
@@ -179,6 +257,7 @@ static __global__ void __launch_bounds__(CML__SM_THREADS, 4)
                           cml__index_flag bad) {
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V, KW = CML__SM_ONEPASS_KW;
+    constexpr bool KEEP = false; /* the exps again after the merge, as in softmax_fwd_onepass_kernel */
     constexpr long long CH = (long long)CML__SM_THREADS * KW * V;
     __shared__ float red_max[32], red_sum[32], stat[3];
     const int t = threadIdx.x;
@@ -191,37 +270,27 @@ static __global__ void __launch_bounds__(CML__SM_THREADS, 4)
     const int nl = ignored || is_bad ? 0 : nn; /* ignored and bad rows are not read */
     uint4 w[KW];
     cml__words_load<DT, KW>(w, (const T *)logits + off, nl, t, CML__SM_THREADS);
-    float m, s;
-    cml__words_max_sumexp<DT, KW>(w, nl, t, CML__SM_THREADS, red_max, red_sum, m, s);
+    const float m = cml__group_allreduce(cml__words_max<DT, KW>(w, nl, t, CML__SM_THREADS), CML__SM_THREADS, red_max,
+                                         cml__max_op());
+    float e[KW * V];
+    const float s = cml__group_allreduce(cml__words_sumexp<DT, KW, KEEP>(w, nl, t, CML__SM_THREADS, m, e),
+                                         CML__SM_THREADS, red_sum, cml__sum_op());
     if (t < 32) {
         bool ok;
-        cml__ms a = cml__row_merge(sync, states, row, (int)(b % splits), splits,
-                                   cml__ms{m, m == -INFINITY ? 0.0f : s}, cml__ms_init(), cml__ms_merge_fn(), ok);
+        cml__ms a = cml__row_merge(sync, states, row, (int)(b % splits), splits, cml__ms{m, s}, cml__ms_init(),
+                                   cml__ms_merge_fn(), ok);
         if (!ok) a = cml__ms{NAN, NAN};
         if (t == 0) {
+            const float g = ignored ? 0.0f : is_bad ? NAN : dloss[row];
             stat[0] = a.m;
-            stat[1] = logf(a.s);
-            stat[2] = ignored ? 0.0f : is_bad ? NAN : dloss[row];
+            stat[1] = g / a.s;
+            stat[2] = g;
             if (is_bad && b % splits == 0) cml__index_flag_bad(bad, row);
         }
     }
     __syncthreads();
-    const float M = stat[0], ls = stat[1], g = stat[2];
-#pragma unroll
-    for (int k = 0; k < KW; k++) {
-        const int c = (k * CML__SM_THREADS + t) * V;
-        if (c < nn) {
-            float v[V];
-            cml__unpack16<DT>(w[k], v);
-#pragma unroll
-            for (int u = 0; u < V; u++) {
-                float d = g * cml__fexp((v[u] - M) - ls);
-                if (lo + c + u == tgt) d -= g; /* the one-hot term */
-                v[u] = ignored ? 0.0f : is_bad ? NAN : d;
-            }
-            *(uint4 *)((T *)dlogits + off + c) = cml__pack16<DT>(v);
-        }
-    }
+    ce_bwd_store_words<DT, KW, KEEP>((T *)dlogits + off, w, e, nn, t, CML__SM_THREADS, lo, tgt, stat[0], stat[1],
+                                     stat[2], nl == 0, ignored ? 0.0f : NAN);
 }
 
 /* Long unaligned rows: pass 2 after cml__softmax_stats_kernel. */
@@ -296,6 +365,7 @@ static cml_status fwd_launch(cml_ctx *ctx, float *loss, const void *logits, cons
     const bool split = rows < 4ll * sm_count(ctx) && splits >= 2;
     cml__index_flag bad;
     cml__ms *states = NULL;
+    int KW, G, R;
     if (split) CML_TRY(ce_states(ctx, (size_t)(rows * splits) * sizeof(cml__ms), &states));
     CML_TRY(ce_begin(ctx, fn, targets, rows, n, ignore, &bad));
     if (split) {
@@ -305,12 +375,22 @@ static cml_status fwd_launch(cml_ctx *ctx, float *loss, const void *logits, cons
         const unsigned grid2 = (unsigned)((rows + 255) / 256);
         ce_fwd_finalize_kernel<DT><<<grid2, 256, 0, st>>>(loss, states, logits, targets, rows, n, splits, ignore, bad);
         CML_TRY(launched(fn, "ce_fwd_finalize_kernel", (cml_dtype)DT, rows, grid2, 256));
+    } else if (cml__rows_vec_ok(n, sizeof(typename cml__elem<DT>::type), logits, logits, logits) &&
+               cml__words_geometry(n, sizeof(typename cml__elem<DT>::type), &KW, &G, &R) && G <= 512) {
+        /* (rows of 1024 threads leave one block per SM, idle through its reductions: 1024x32768
+         * f32 went from 2584 to 1996 GB/s that way; the streaming kernel below takes them) */
+        const unsigned grid = cml__row_blocks(rows, R);
+        const dim3 block(G, R);
+        if (KW == 4)
+            ce_fwd_words_kernel<DT, 4><<<grid, block, 0, st>>>(loss, logits, targets, rows, (int)n, ignore, bad);
+        else ce_fwd_words_kernel<DT, 8><<<grid, block, 0, st>>>(loss, logits, targets, rows, (int)n, ignore, bad);
+        CML_TRY(launched(fn, "ce_fwd_words_kernel", (cml_dtype)DT, rows * n, grid, (unsigned)(G * R)));
     } else {
-        /* ~128 bytes per thread (one batch of 8 words in flight), 32..256 threads per row: the
+        /* other rows: ~128 bytes per thread (one batch of 8 words in flight), 32..256 threads per row: the
          * batch takes ~75 registers, so small blocks let 3 share an SM */
-        int G = cml__pow2_at_least((n * (long long)sizeof(typename cml__elem<DT>::type) + 127) / 128, 256);
+        G = cml__pow2_at_least((n * (long long)sizeof(typename cml__elem<DT>::type) + 127) / 128, 256);
         if (G < 32) G = 32;
-        const int R = 256 / G;
+        R = 256 / G;
         const unsigned grid = cml__row_blocks(rows, R);
         ce_fwd_rows_kernel<DT><<<grid, dim3(G, R), 0, st>>>(loss, logits, targets, rows, n, ignore, bad);
         CML_TRY(launched(fn, "ce_fwd_rows_kernel", (cml_dtype)DT, rows * n, grid, (unsigned)(G * R)));

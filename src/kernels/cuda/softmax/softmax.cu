@@ -6,7 +6,8 @@
  *   (block_reduce.cuh), so the input is read once and the output written once:
  *   the max, then the sum of exp, then the outputs, with group reductions in a
  *   fixed order. Forward: 16-byte aligned rows as packed words (4 or 8 per
- *   thread: up to 32768 f32 or 65536 bf16/f16 elements), other rows up to 16384
+ *   thread: up to 32768 f32 or 65536 bf16/f16 elements; the exps kept for the
+ *   outputs where they fit in 32 registers), other rows up to 16384
  *   as floats; backward (two rows, dy and y): aligned rows as 4 words each (up
  *   to 16384 f32 or 32768 bf16/f16), others up to 16384 as 16 floats each;
  * - longer aligned rows: one pass, a chunk per block, the chunks' statistics
@@ -27,12 +28,40 @@
 
 /* ---- rows held in registers ------------------------------------------------------------------ */
 
-/* 16-byte aligned rows: KW packed words per thread (block_reduce.cuh / rows.cuh). */
-template <int DT, int KW>
-static __global__ void __launch_bounds__(1024) softmax_fwd_words_kernel(void *y, const void *x, long long rows, int n,
-                                                                        bool log) {
+/* The outputs of a row (or chunk) held as KW packed words per thread, given its max m and
+ * a = 1 / sum (LOG: log(sum)); e[] holds the exps when KEEP (softmax_common.cuh). */
+template <int DT, int KW, bool LOG, bool KEEP>
+static __device__ __forceinline__ void fwd_store_words(void *y, const uint4 (&w)[KW],
+                                                       const float (&e)[KW * cml__words<DT>::V], int nn, int t, int G,
+                                                       float m, float a) {
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V;
+#pragma unroll
+    for (int k = 0; k < KW; k++) {
+        const int c = (k * G + t) * V;
+        if (c < nn) {
+            float v[V];
+            if constexpr (KEEP && !LOG) {
+#pragma unroll
+                for (int u = 0; u < V; u++) v[u] = e[k * V + u] * a;
+            } else {
+                cml__unpack16<DT>(w[k], v);
+#pragma unroll
+                for (int u = 0; u < V; u++) v[u] = LOG ? (v[u] - m) - a : cml__fexp(v[u] - m) * a;
+            }
+            *(uint4 *)((T *)y + c) = cml__pack16_fast<DT>(v);
+        }
+    }
+}
+
+/* 16-byte aligned rows: KW packed words per thread (block_reduce.cuh / rows.cuh). The exps stay
+ * in registers for the outputs when they take at most 32 (KEEP): f32 always, bf16/f16 at 4
+ * words; at 8 bf16 words they are computed again (64 more registers would halve the blocks per SM). */
+template <int DT, int KW, bool LOG>
+static __global__ void __launch_bounds__(1024) softmax_fwd_words_kernel(void *y, const void *x, long long rows, int n) {
+    typedef typename cml__elem<DT>::type T;
+    constexpr int V = cml__words<DT>::V;
+    constexpr bool KEEP = !LOG && KW * V <= 32;
     __shared__ float red_max[32], red_sum[32];
     const int G = blockDim.x, t = threadIdx.x;
     for (long long r0 = (long long)blockIdx.x * blockDim.y; r0 < rows; r0 += (long long)gridDim.x * blockDim.y) {
@@ -42,20 +71,11 @@ static __global__ void __launch_bounds__(1024) softmax_fwd_words_kernel(void *y,
         const size_t off = (size_t)(valid ? row : 0) * (size_t)n;
         uint4 w[KW];
         cml__words_load<DT, KW>(w, (const T *)x + off, nn, t, G);
-        float m, s;
-        cml__words_max_sumexp<DT, KW>(w, nn, t, G, red_max, red_sum, m, s);
-        const float a = log ? logf(s) : 1.0f / s;
-#pragma unroll
-        for (int k = 0; k < KW; k++) {
-            const int c = (k * G + t) * V;
-            if (c < nn) {
-                float v[V];
-                cml__unpack16<DT>(w[k], v);
-#pragma unroll
-                for (int u = 0; u < V; u++) v[u] = log ? (v[u] - m) - a : cml__fexp(v[u] - m) * a;
-                *(uint4 *)((T *)y + off + c) = cml__pack16<DT>(v);
-            }
-        }
+        const float m = cml__group_allreduce(cml__words_max<DT, KW>(w, nn, t, G), G, red_max, cml__max_op());
+        float e[KW * V];
+        const float s = cml__group_allreduce(cml__words_sumexp<DT, KW, KEEP>(w, nn, t, G, m, e), G, red_sum,
+                                             cml__sum_op());
+        fwd_store_words<DT, KW, LOG, KEEP>((T *)y + off, w, e, nn, t, G, m, LOG ? logf(s) : 1.0f / s);
     }
 }
 
@@ -166,7 +186,7 @@ static __global__ void __launch_bounds__(1024) softmax_bwd_words_kernel(void *dx
                 cml__unpack16<DT>(wp[k], p);
 #pragma unroll
                 for (int u = 0; u < V; u++) g[u] = log ? g[u] - expf(p[u]) * d : p[u] * (g[u] - d);
-                *(uint4 *)((T *)dx + off + c) = cml__pack16<DT>(g);
+                *(uint4 *)((T *)dx + off + c) = cml__pack16_fast<DT>(g);
             }
         }
     }
@@ -175,13 +195,15 @@ static __global__ void __launch_bounds__(1024) softmax_bwd_words_kernel(void *dx
 /* ---- long aligned rows: one pass, a chunk per block (row_sync.cuh) ------------------------------ */
 
 /* Chunk = 256 threads x KW words. Forward: the chunk's (max, sum of exp), merged over the row. */
-template <int DT>
+template <int DT, bool LOG>
 static __global__ void __launch_bounds__(CML__SM_THREADS, 4)
     softmax_fwd_onepass_kernel(void *y, const void *x, unsigned *sync, unsigned long long *states, long long n,
-                               int splits,
-                               bool log) {
+                               int splits) {
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V, KW = CML__SM_ONEPASS_KW;
+    /* the exps are taken again after the row's merge: keeping f32's 32 in registers through the
+     * wait measured 14% slower at 256x262144 (2001 vs 2317 GB/s); bf16's 64 would not fit */
+    constexpr bool KEEP = false;
     constexpr long long CH = (long long)CML__SM_THREADS * KW * V;
     __shared__ float red_max[32], red_sum[32], stat[2];
     const int t = threadIdx.x;
@@ -191,8 +213,11 @@ static __global__ void __launch_bounds__(CML__SM_THREADS, 4)
     const size_t off = (size_t)row * (size_t)n + (size_t)lo;
     uint4 w[KW];
     cml__words_load<DT, KW>(w, (const T *)x + off, nn, t, CML__SM_THREADS);
-    float m, s;
-    cml__words_max_sumexp<DT, KW>(w, nn, t, CML__SM_THREADS, red_max, red_sum, m, s);
+    const float m = cml__group_allreduce(cml__words_max<DT, KW>(w, nn, t, CML__SM_THREADS), CML__SM_THREADS, red_max,
+                                         cml__max_op());
+    float e[KW * V];
+    const float s = cml__group_allreduce(cml__words_sumexp<DT, KW, KEEP>(w, nn, t, CML__SM_THREADS, m, e),
+                                         CML__SM_THREADS, red_sum, cml__sum_op());
     if (t < 32) {
         bool ok;
         cml__ms a = cml__row_merge(sync, states, row, (int)(b % splits), splits,
@@ -201,22 +226,11 @@ static __global__ void __launch_bounds__(CML__SM_THREADS, 4)
         if (!ok) a = cml__ms{NAN, NAN};
         if (t == 0) {
             stat[0] = a.m;
-            stat[1] = log ? logf(a.s) : 1.0f / a.s;
+            stat[1] = LOG ? logf(a.s) : 1.0f / a.s;
         }
     }
     __syncthreads();
-    const float M = stat[0], K = stat[1];
-#pragma unroll
-    for (int k = 0; k < KW; k++) {
-        const int c = (k * CML__SM_THREADS + t) * V;
-        if (c < nn) {
-            float v[V];
-            cml__unpack16<DT>(w[k], v);
-#pragma unroll
-            for (int u = 0; u < V; u++) v[u] = log ? (v[u] - M) - K : cml__fexp(v[u] - M) * K;
-            *(uint4 *)((T *)y + off + c) = cml__pack16<DT>(v);
-        }
-    }
+    fwd_store_words<DT, KW, LOG, KEEP>((T *)y + off, w, e, nn, t, CML__SM_THREADS, stat[0], stat[1]);
 }
 
 /* Backward: dy and y as 4 words per thread each; the chunk's sum(dy y) (log: sum(dy)). */
@@ -263,7 +277,7 @@ static __global__ void __launch_bounds__(CML__SM_THREADS, 4)
             cml__unpack16<DT>(wp[k], p);
 #pragma unroll
             for (int u = 0; u < V; u++) g[u] = log ? g[u] - expf(p[u]) * D : p[u] * (g[u] - D);
-            *(uint4 *)((T *)dx + off + c) = cml__pack16<DT>(g);
+            *(uint4 *)((T *)dx + off + c) = cml__pack16_fast<DT>(g);
         }
     }
 }
@@ -400,8 +414,11 @@ static cml_status fwd_launch(cml_ctx *ctx, void *y, const void *x, long long out
     int KW, G, R;
     if (vec && cml__words_geometry(n, sizeof(typename cml__elem<DT>::type), &KW, &G, &R)) {
         const unsigned grid = cml__row_blocks(rows, R);
-        if (KW == 4) softmax_fwd_words_kernel<DT, 4><<<grid, dim3(G, R), 0, st>>>(y, x, rows, (int)n, log);
-        else softmax_fwd_words_kernel<DT, 8><<<grid, dim3(G, R), 0, st>>>(y, x, rows, (int)n, log);
+        const dim3 block(G, R);
+        if (KW == 4 && !log) softmax_fwd_words_kernel<DT, 4, false><<<grid, block, 0, st>>>(y, x, rows, (int)n);
+        else if (KW == 4) softmax_fwd_words_kernel<DT, 4, true><<<grid, block, 0, st>>>(y, x, rows, (int)n);
+        else if (!log) softmax_fwd_words_kernel<DT, 8, false><<<grid, block, 0, st>>>(y, x, rows, (int)n);
+        else softmax_fwd_words_kernel<DT, 8, true><<<grid, block, 0, st>>>(y, x, rows, (int)n);
         return launched(fn, "softmax_fwd_words_kernel", (cml_dtype)DT, rows * n, grid, (unsigned)(G * R));
     }
     if (n <= 512 * E_FWD) {
@@ -413,13 +430,19 @@ static cml_status fwd_launch(cml_ctx *ctx, void *y, const void *x, long long out
     const long long ch1 = (long long)CML__SM_THREADS * CML__SM_ONEPASS_KW * (16 / (long long)sizeof(typename cml__elem<DT>::type));
     const long long osplits = (n + ch1 - 1) / ch1;
     if (vec && rows * osplits < (1ll << 31) &&
-        cml__row_sync_fits((const void *)softmax_fwd_onepass_kernel<DT>, CML__SM_THREADS, (int)osplits, sm_count(ctx))) {
+        cml__row_sync_fits(log ? (const void *)softmax_fwd_onepass_kernel<DT, true>
+                               : (const void *)softmax_fwd_onepass_kernel<DT, false>,
+                           CML__SM_THREADS, (int)osplits, sm_count(ctx))) {
         void *ws = NULL;
         CML_TRY(cml_ctx_workspace(ctx, &ws, cml__row_sync_bytes(rows, osplits)));
         CML_CUDA_TRY(fn, cml__row_sync_reset(ws, rows, osplits, st));
         const unsigned grid = (unsigned)(rows * osplits);
-        softmax_fwd_onepass_kernel<DT><<<grid, CML__SM_THREADS, 0, st>>>(
-            y, x, (unsigned *)ws, cml__row_sync_slots(ws, rows), n, (int)osplits, log);
+        if (log)
+            softmax_fwd_onepass_kernel<DT, true><<<grid, CML__SM_THREADS, 0, st>>>(
+                y, x, (unsigned *)ws, cml__row_sync_slots(ws, rows), n, (int)osplits);
+        else
+            softmax_fwd_onepass_kernel<DT, false><<<grid, CML__SM_THREADS, 0, st>>>(
+                y, x, (unsigned *)ws, cml__row_sync_slots(ws, rows), n, (int)osplits);
         return launched(fn, "softmax_fwd_onepass_kernel", (cml_dtype)DT, rows * n, grid, CML__SM_THREADS);
     }
     const int splits = (int)((n + CML__SM_CHUNK - 1) / CML__SM_CHUNK);

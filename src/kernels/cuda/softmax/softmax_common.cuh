@@ -1,6 +1,7 @@
-/* Pieces shared by the softmax and cross-entropy kernels: the online
- * (max, sum of exp) state, the register-row geometry, and the chunk-statistics
- * kernel of the long-row path.
+/* Pieces shared by the softmax and cross-entropy kernels: the arithmetic on
+ * rows held as packed 16-byte words (max on packed pairs, sums of exps, the
+ * hardware's packing conversion), the online (max, sum of exp) state, the
+ * register-row geometry, and the chunk-statistics kernel of the long-row path.
  *
  * Long unaligned rows (aligned ones go in one pass: common/row_sync.cuh) take
  * two passes over row chunks of CHUNK elements, one block each: pass 1 writes each
@@ -23,39 +24,139 @@
 #define CML__SM_STATS_UNROLL 8 /* ... and in the one-input statistics pass */
 #define CML__SM_ONEPASS_KW 8   /* 16-byte words per thread of a one-pass chunk (row_sync.cuh) */
 
-/* e^x through the SFU (ex2.approx): the exponent is <= 0 everywhere it is used, where its
- * error (a few ulp) is far below the f32 tolerance, and it keeps the kernels memory-bound. */
-static __device__ __forceinline__ float cml__fexp(float x) { return exp2f(x * 1.4426950408889634f); }
+/* e^x through the SFU (ex2.approx.ftz): the exponent is <= 0 everywhere it is used, where its
+ * error (a few ulp) is far below the f32 tolerance, and it keeps the kernels memory-bound. The
+ * .ftz form is one instruction (plain ex2.approx adds a range fix-up of three for denormal
+ * results, which only changes values below 2^-126). */
+static __device__ __forceinline__ float cml__fexp(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
+    return y;
+}
 
-/* The max m and s = sum of exp(x - m) over a row (or chunk) held in registers as KW
- * packed 16-byte words per thread (nn valid elements, spread over a group of G
- * threads as cml__words_load left them). Two group-wide reductions, so every thread
- * of the group calls it; all of them get m and s. */
+/* NaN-propagating max in one instruction (cml__max_nan takes three). */
+static __device__ __forceinline__ float cml__fmax_nan(float a, float b) {
+    float r;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+
+/* ---- packed 16-byte words of a row (bf16/f16: two elements per 32-bit lane) ---------------------
+ *
+ * A bf16 word carries twice the elements of an f32 word for the same bytes, so per byte the
+ * bf16 kernels do twice the arithmetic; with a per-element max of three instructions, two exps
+ * with range fix-ups and a software round-to-nearest pack (nine) they were issue-bound, not
+ * memory-bound (about 30 instructions per element in the softmax forward). Here: the max on
+ * packed pairs (max.NaN.bf16x2: exact, half an instruction per element), one exp per element
+ * where the row's exps fit in registers, and the hardware's packing conversion (cvt.rn.bf16x2:
+ * round to nearest even like dtype.cuh's, one instruction per two elements; NaNs come out as
+ * the canonical NaN). */
+
+/* 16-byte word of V outputs, converted with the hardware's round-to-nearest-even pack. */
+template <int DT> static __device__ __forceinline__ uint4 cml__pack16_fast(const float *in) {
+    if constexpr (DT == CML_F32) {
+        return cml__pack16<DT>(in);
+    } else {
+        unsigned u[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            if constexpr (DT == CML_BF16)
+                asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(u[k]) : "f"(in[2 * k + 1]), "f"(in[2 * k]));
+            else
+                asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(u[k]) : "f"(in[2 * k + 1]), "f"(in[2 * k]));
+        }
+        return make_uint4(u[0], u[1], u[2], u[3]);
+    }
+}
+
+/* NaN-propagating max of two packed pairs. */
+template <int DT> static __device__ __forceinline__ unsigned cml__max2_nan(unsigned a, unsigned b) {
+    unsigned r;
+    if constexpr (DT == CML_BF16) asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    else asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+/* This thread's max over the words of a row it holds (KW words, thread t of a group of G, nn
+ * valid elements; -inf if it holds none). NaN anywhere gives NaN. */
 template <int DT, int KW>
-static __device__ __forceinline__ void cml__words_max_sumexp(const uint4 (&w)[KW], int nn, int t, int G,
-                                                             float *red_max, float *red_sum, float &m_out,
-                                                             float &s_out) {
+static __device__ __forceinline__ float cml__words_max(const uint4 (&w)[KW], int nn, int t, int G) {
     constexpr int V = cml__words<DT>::V;
-    float m = -INFINITY, s = 0.0f;
+    if constexpr (DT == CML_F32) {
+        float m = -INFINITY;
 #pragma unroll
-    for (int k = 0; k < KW; k++)
+        for (int k = 0; k < KW; k++)
+            if ((k * G + t) * V < nn)
+                m = cml__fmax_nan(cml__fmax_nan(m, cml__fmax_nan(__uint_as_float(w[k].x), __uint_as_float(w[k].y))),
+                                  cml__fmax_nan(__uint_as_float(w[k].z), __uint_as_float(w[k].w)));
+        return m;
+    } else {
+        unsigned m2 = DT == CML_BF16 ? 0xFF80FF80u : 0xFC00FC00u; /* (-inf, -inf) */
+#pragma unroll
+        for (int k = 0; k < KW; k++)
+            if ((k * G + t) * V < nn)
+                m2 = cml__max2_nan<DT>(m2, cml__max2_nan<DT>(cml__max2_nan<DT>(w[k].x, w[k].y),
+                                                             cml__max2_nan<DT>(w[k].z, w[k].w)));
+        float v[2];
+        if constexpr (DT == CML_BF16) {
+            v[0] = __uint_as_float(m2 << 16);
+            v[1] = __uint_as_float(m2 & 0xFFFF0000u);
+        } else {
+            v[0] = __half2float(__ushort_as_half((unsigned short)(m2 & 0xFFFFu)));
+            v[1] = __half2float(__ushort_as_half((unsigned short)(m2 >> 16)));
+        }
+        return cml__fmax_nan(v[0], v[1]);
+    }
+}
+
+/* This thread's sum of exp(x - m) over the valid words it holds; with KEEP, e[] gets each
+ * exp (word k's in e[k V .. k V + V)) so that the outputs need no second exp. m = -inf (all
+ * of the row or chunk -inf) counts as 0: the exps and the sum are 0, not NaN, so that a chunk
+ * of -inf merged into a finite row gives 0s (a whole row of -inf still ends NaN: 0 / 0). */
+template <int DT, int KW, bool KEEP>
+static __device__ __forceinline__ float cml__words_sumexp(const uint4 (&w)[KW], int nn, int t, int G, float m,
+                                                          float (&e)[KW * cml__words<DT>::V]) {
+    constexpr int V = cml__words<DT>::V;
+    if (m == -INFINITY) m = 0.0f;
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < KW; k++) {
         if ((k * G + t) * V < nn) {
             float v[V];
             cml__unpack16<DT>(w[k], v);
 #pragma unroll
-            for (int u = 0; u < V; u++) m = cml__max_nan(m, v[u]);
-        }
-    m = cml__group_allreduce(m, G, red_max, cml__max_op());
+            for (int u = 0; u < V; u++) {
+                const float x = cml__fexp(v[u] - m);
+                if constexpr (KEEP) e[k * V + u] = x;
+                s += x;
+            }
+        } else if constexpr (KEEP) {
 #pragma unroll
-    for (int k = 0; k < KW; k++)
-        if ((k * G + t) * V < nn) {
-            float v[V];
-            cml__unpack16<DT>(w[k], v);
-#pragma unroll
-            for (int u = 0; u < V; u++) s += cml__fexp(v[u] - m);
+            for (int u = 0; u < V; u++) e[k * V + u] = 0.0f;
         }
-    m_out = m;
-    s_out = cml__group_allreduce(s, G, red_sum, cml__sum_op());
+    }
+    return s;
+}
+
+/* Element `col` of the row if this thread holds it (thread t of G, a power of two), else 0. */
+template <int DT, int KW>
+static __device__ __forceinline__ float cml__words_pick(const uint4 (&w)[KW], int col, int t, int G) {
+    constexpr int V = cml__words<DT>::V;
+    const int wi = col / V, lg = __ffs(G) - 1;
+    float r = 0.0f;
+    if ((wi & (G - 1)) == t) {
+        const int kk = wi >> lg, uu = col % V;
+#pragma unroll
+        for (int k = 0; k < KW; k++)
+            if (k == kk) {
+                float v[V];
+                cml__unpack16<DT>(w[k], v);
+#pragma unroll
+                for (int u = 0; u < V; u++)
+                    if (u == uu) r = v[u];
+            }
+    }
+    return r;
 }
 
 /* Running max m and s = sum of exp(x - m) over the elements seen. */
@@ -86,7 +187,7 @@ static __device__ __forceinline__ cml__ms cml__ms_merge(cml__ms a, cml__ms b) {
 template <int V> static __device__ __forceinline__ void cml__ms_push_word(cml__ms &a, const float *v) {
     float bm = v[0];
 #pragma unroll
-    for (int k = 1; k < V; k++) bm = cml__max_nan(bm, v[k]);
+    for (int k = 1; k < V; k++) bm = cml__fmax_nan(bm, v[k]);
     if (bm == -INFINITY) return; /* adds exp(-inf - m) = 0 each (and keeps m = -inf out of x - m) */
     if (!(bm <= a.m)) {          /* a larger max, or a NaN, which then sticks */
         a.s *= cml__fexp(a.m - bm);
