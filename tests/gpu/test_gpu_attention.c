@@ -16,7 +16,8 @@
  * cases it predicts ran there (twice each: O and lse poisoned, bitwise equal), and fails on
  * an sm_90 device when none did. The backward's mma and sm90 launch counters likewise: every
  * backward through cml_attention_bwd must run on the path cml__attention_bwd_cuda_path_name
- * predicts (twice), and on sm_80 / sm_90 every one with D > 128 on mma. Then variable-length (packed)
+ * predicts (twice), and on sm_80 / sm_90 every one with D > 128 on a tensor-core path (sm_90: some on the
+ * wgmma one). Then variable-length (packed)
  * batches (cu_seqlens in device memory): empty sequences, length 1, lengths off the tiles,
  * S_q != S_kv per sequence, causal, GQA/MQA, D 33/64/80/128/256, every dtype, against each
  * sequence's float64 reference, NaN inputs outside the sequences, outputs outside them
@@ -41,8 +42,8 @@ int main(void) {
 /* forward cases through the public entry point, those predicted on the sm90 path, and the
  * sm90 launches seen for them */
 static int n_fwd_auto, n_fwd_sm90, n_fwd_sm90_runs;
-/* 16-bit backward cases through the public entry point, those that ran on mma (all, D > 128) and on sm90 */
-static int n_bwd_auto, n_bwd_mma, n_bwd_wide, n_bwd_wide_mma, n_bwd_sm90;
+/* 16-bit backward cases through the public entry point, those that ran on mma and on sm90 (all, D > 128) */
+static int n_bwd_auto, n_bwd_mma, n_bwd_wide, n_bwd_wide_mma, n_bwd_wide_sm90, n_bwd_sm90;
 
 
 /* ---- placements: element (b, s, h, d) at b st[0] + s st[1] + h st[2] + d ------------------------- */
@@ -327,6 +328,7 @@ static void run_path(const problem *pr, int path, const char *tag) {
         if (path == PATH_AUTO && dt != CML_F32) {
             n_bwd_auto++, n_bwd_wide += D > 128, n_bwd_sm90 += sm90b_runs == 2;
             n_bwd_mma += mma_runs == 2, n_bwd_wide_mma += D > 128 && mma_runs == 2;
+            n_bwd_wide_sm90 += D > 128 && sm90b_runs == 2;
         }
         static const char *const name[3] = {"dQ", "dK", "dV"};
         for (int t = 0; t < 3; t++) {
@@ -871,12 +873,15 @@ static void test_paths_taken(void) {
     CHECK_MSG(arch != 90 || n_fwd_sm90 > 0, "an sm_90 device, but no forward case took the sm90 path");
     CHECK_MSG(n_fwd_sm90_runs == n_fwd_sm90, "%d cases predicted sm90, %d ran there", n_fwd_sm90, n_fwd_sm90_runs);
     printf("mma backward path: %d of %d 16-bit backward cases through cml_attention_bwd ran there, D > 128: %d of %d "
-           "(device sm_%d); sm90 backward: %d\n", n_bwd_mma, n_bwd_auto, n_bwd_wide_mma, n_bwd_wide, arch, n_bwd_sm90);
+           "(device sm_%d); sm90 backward: %d (D > 128: %d)\n", n_bwd_mma, n_bwd_auto, n_bwd_wide_mma, n_bwd_wide, arch,
+           n_bwd_sm90, n_bwd_wide_sm90);
     CHECK_MSG(arch < 80 || n_bwd_mma > 0, "an sm_%d device, but no backward case took the mma path", arch);
-    /* sm_80 and sm_90 have the shared memory the D = 256 kernels take (sm_86/89 do not) */
-    CHECK_MSG(!(arch == 80 || arch == 90) || (n_bwd_wide > 0 && n_bwd_wide_mma == n_bwd_wide),
-              "an sm_%d device, but %d of %d backward cases with D > 128 took the mma path", arch, n_bwd_wide_mma,
-              n_bwd_wide);
+    /* sm_80 and sm_90 have the shared memory the D = 256 kernels take (sm_86/89 do not): each D > 128
+     * case runs on a tensor-core path, on sm_90 the wgmma one where its TMA rules allow */
+    CHECK_MSG(!(arch == 80 || arch == 90) || (n_bwd_wide > 0 && n_bwd_wide_mma + n_bwd_wide_sm90 == n_bwd_wide),
+              "an sm_%d device, but %d + %d of %d backward cases with D > 128 took the mma / sm90 paths", arch,
+              n_bwd_wide_mma, n_bwd_wide_sm90, n_bwd_wide);
+    CHECK_MSG(arch != 90 || n_bwd_wide_sm90 > 0, "an sm_90 device, but no backward case with D > 128 took the sm90 path");
 }
 
 int main(void) {
