@@ -440,8 +440,13 @@ static void test_grouped(void) {
     /* every problem taken by the sm90 path (K a multiple of 8): one grouped launch on Hopper, with
      * different k_blocks per problem, odd tile rows (cluster pairs half outside M) and N tails */
     static const int64_t hopper[G][3] = {{256, 128, 64}, {1, 8, 8}, {127, 1025, 72}, {512, 512, 512}, {300, 700, 1000}};
+    /* more cluster tiles (107) than clusters (66) and short main loops: a CTA runs a tile of problem
+     * 0 (TMA-store epilogue) and then one of problem 2 (beta = 0.5: the general epilogue), which
+     * must not write its staging over blocks the first tile's stores still read */
+    static const int64_t paths[G][3] = {{2048, 2048, 64}, {1, 8, 8}, {1024, 2048, 64}, {512, 512, 64}, {300, 700, 72}};
     run_grouped(mixed);
     run_grouped(hopper);
+    run_grouped(paths);
 }
 
 /* Shapes the Hopper path takes: checked on every 16th row against float64 and everywhere against the CPU. */

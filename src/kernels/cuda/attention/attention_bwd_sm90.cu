@@ -87,7 +87,8 @@ static cml_status att90b_launch(cml_ctx *ctx, const cml_attention_desc *d, void 
     cudaStream_t s = cml__stream(ctx);
     const char *dtn = cml_dtype_name(DT == CML_ATT90_F16 ? CML_F16 : CML_BF16);
 
-    /* grid-stride kernels sized to one full wave (8 blocks of 256 per SM: __launch_bounds__) */
+    /* grid-stride kernels sized to one full wave of 256-thread blocks (cml__grid_size; the prep
+     * kernel's __launch_bounds__ allow 8 a SM, 4 at D = 256: the grid strides either way) */
     const unsigned pgrid = cml__grid_size(ctx, rows_pad / cml__att90b_prep_cfg<D>::UNIT * 256, 256);
     cml__att90b_prep_kernel<DT, D><<<pgrid, 256, 0, s>>>(
         (const uint16_t *)dO, (const uint16_t *)O, d->o_stride[0], d->o_stride[1], d->o_stride[2], lse, p.Hq, p.Sq,

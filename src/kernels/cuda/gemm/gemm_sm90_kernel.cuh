@@ -91,7 +91,8 @@ struct cml__sm90_kind {
 #define CML_SM90_EPI_STRIDE 40
 
 /* The TMA-store epilogue stages 64 x 64 blocks of 16-bit D (rows of 128 bytes, 128-byte
- * swizzle), two per consumer, so one block is written while the other is still stored. */
+ * swizzle), out_bufs per consumer (cml__sm90_smem); a round waits until the earlier stores
+ * have read their blocks before writing them again. */
 #define CML_SM90_OUT_COLS 64
 #define CML_SM90_OUT_BYTES (64 * CML_SM90_OUT_COLS * 2)
 
@@ -564,14 +565,19 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
             }
             if (tma_store) {
                 cml__sm90_tma_epilogue<BN, smem_t::out_bufs>(
-                    ep, md, acc, (uint8_t *)epi_stage + consumer * smem_t::out_bufs * CML_SM90_OUT_BYTES, consumer,
+                    ep, md, acc, (uint8_t *)epi_stage + consumer * (smem_t::epi_region / 2), consumer,
                     leader, warp, lane, tm * BM + (PINGPONG ? 0 : consumer * 64), tn * BN, b);
                 continue;
             }
 
             /* accumulator fragment: register 4q + 2h + e holds row 16 * warp + lane / 4 + 8h,
              * column 8q + 2 (lane % 4) + e of this consumer's 64 x BN block */
-            float *stage = epi_stage + consumer * 64 * CML_SM90_EPI_STRIDE;
+            /* each consumer its own half of the epilogue region on both paths (a grouped launch
+             * mixes them, and the consumers may be a tile apart); before the first
+             * consumer_sync below lets anyone write, the leader waits until this consumer's
+             * earlier TMA stores have read their blocks */
+            float *stage = (float *)((uint8_t *)epi_stage + consumer * (smem_t::epi_region / 2));
+            if (leader) cml__bulk_wait_read<0>();
             const int frag_row = 16 * warp + lane / 4, frag_col = 2 * (lane % 4);
             const long long row0 = (long long)tm * BM + (PINGPONG ? 0 : consumer * 64);
 #pragma unroll
