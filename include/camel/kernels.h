@@ -154,7 +154,10 @@ cml_status cml_softmax_bwd(cml_ctx *ctx, void *dx, const void *dy, const void *y
 cml_status cml_cross_entropy_fwd(cml_ctx *ctx, float *loss, const void *logits,
                                  const int64_t *targets, int64_t rows, int64_t classes,
                                  cml_dtype dtype, int64_t ignore_index);
-/* dlogits[r] = dloss[r] * (softmax(logits[r]) - onehot(t[r])); 0 for ignored rows. */
+/* dlogits[r] = dloss[r] * (softmax(logits[r]) - onehot(t[r])); 0 for ignored rows.
+ * A -inf logit is a class of probability 0: a row whose target's logit, or every
+ * logit, is -inf has loss +inf; softmax over a row of -inf logits only is taken
+ * as all 0, so its dlogits are -dloss[r] at the target and 0 elsewhere. */
 cml_status cml_cross_entropy_bwd(cml_ctx *ctx, void *dlogits, const float *dloss,
                                  const void *logits, const int64_t *targets, int64_t rows,
                                  int64_t classes, cml_dtype dtype, int64_t ignore_index);

@@ -41,6 +41,7 @@ cml_status cml_ctx_create(cml_ctx **out, cml_device d) {
 void cml_ctx_destroy(cml_ctx *ctx) {
     if (!ctx) return;
     if (ctx->workspace) ctx->alloc->free(ctx->alloc->state, ctx->workspace, ctx->workspace_size, ctx->stream);
+    if (ctx->zeroed) ctx->alloc->free(ctx->alloc->state, ctx->zeroed, ctx->zeroed_size, ctx->stream);
     if (ctx->device.type == CML_CUDA) cml__cuda_ctx_fini(ctx);
     free(ctx);
 }

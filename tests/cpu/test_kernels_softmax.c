@@ -1,5 +1,6 @@
 /* Softmax / log-softmax forward and backward, and cross-entropy, against
- * float64 references; rows, column blocks, large logits, NaN, ignore_index. */
+ * float64 references; rows, column blocks, large logits, NaN, ignore_index,
+ * cross-entropy rows of -inf logits and -inf targets. */
 #include "kernel_test_util.h"
 
 static const int64_t shapes[][3] = {
@@ -142,6 +143,82 @@ static void test_cross_entropy(void) {
     run_cross_entropy(33, 1025, CML_F16, 2, &rng); /* ignore_index may also be a class id */
 }
 
+/* -inf logits are classes of probability 0. Rows (classes = C, target 2 unless said): 0 all -inf;
+ * 1 the target's logit -inf; 2 some -inf, not the target; 3 all -inf and ignored; 4 a NaN;
+ * 5 all -inf, target C - 1 (in the second chunk of the CPU's 1024-column chunks when C > 1024). */
+static void run_ce_infinities(int64_t C, cml_dtype dt, cml_rng *rng) {
+    enum { R = 6, T = 2, IGN = -100 };
+    const int64_t total = R * C;
+    cml_layout l = kt_layout(1, &total);
+    kt_view x = kt_view_alloc(l, dt), dx = kt_view_alloc(l, dt);
+    kt_fill_uniform(&x, -3, 3, rng);
+    for (int64_t j = 0; j < C; j++) {
+        cml_dtype_store(x.data, dt, 0 * C + j, -INFINITY);
+        if (j % 3 == 0 && j != T) cml_dtype_store(x.data, dt, 2 * C + j, -INFINITY);
+        cml_dtype_store(x.data, dt, 3 * C + j, -INFINITY);
+        cml_dtype_store(x.data, dt, 5 * C + j, -INFINITY);
+    }
+    cml_dtype_store(x.data, dt, 1 * C + T, -INFINITY);
+    cml_dtype_store(x.data, dt, 4 * C + C / 2, NAN);
+    const int64_t t[R] = {T, T, T, IGN, T, C - 1};
+    const float dloss[R] = {0.75f, 1.25f, 0.5f, 2.0f, 1.0f, 1.5f};
+    float loss[R];
+    th_poison(loss, sizeof loss);
+    th_poison(dx.data, (size_t)total * cml_dtype_size(dt));
+    CHECK_OK(cml_cross_entropy_fwd(kt_ctx(), loss, x.data, t, R, C, dt, IGN));
+    CHECK_OK(cml_cross_entropy_bwd(kt_ctx(), dx.data, dloss, x.data, t, R, C, dt, IGN));
+    CHECK_MSG(loss[0] == INFINITY && loss[1] == INFINITY && loss[5] == INFINITY,
+              "C=%lld %s: losses of -inf rows / a -inf target %g %g %g, want +inf", (long long)C, cml_dtype_name(dt),
+              loss[0], loss[1], loss[5]);
+    CHECK(loss[3] == 0 && isnan(loss[4]));
+    /* row 2 and row 1's gradient against float64 softmax over the finite logits */
+    double *p = kt_malloc((size_t)C * 8), want_loss = 0;
+    float *got = kt_malloc((size_t)2 * C * 4);
+    double *ref = kt_malloc((size_t)2 * C * 8);
+    for (int r = 1; r <= 2; r++) {
+        double m = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < C; j++) m = fmax(m, kt_get(&x, r * C + j));
+        for (int64_t j = 0; j < C; j++) sum += exp(kt_get(&x, r * C + j) - m);
+        for (int64_t j = 0; j < C; j++) {
+            p[j] = exp(kt_get(&x, r * C + j) - m) / sum;
+            ref[(r - 1) * C + j] = dloss[r] * (p[j] - (j == T));
+            got[(r - 1) * C + j] = (float)kt_get(&dx, r * C + j);
+        }
+        if (r == 2) want_loss = -log(p[T]);
+    }
+    KT_CHECK_CLOSE(&loss[2], &want_loss, 1, kt_tol(CML_F32), "cross_entropy_fwd -inf columns C=%lld %s", (long long)C,
+                   cml_dtype_name(dt));
+    KT_CHECK_CLOSE(got, ref, 2 * C, kt_tol(dt), "cross_entropy_bwd -inf target / columns C=%lld %s", (long long)C,
+                   cml_dtype_name(dt));
+    /* rows of -inf: softmax taken as all 0, so -dloss at the target and 0 elsewhere, exactly */
+    int wrong = 0;
+    for (int64_t j = 0; j < C; j++) {
+        wrong += kt_get(&dx, 0 * C + j) != (j == T ? -(double)dloss[0] : 0.0);
+        wrong += kt_get(&dx, 3 * C + j) != 0.0; /* ignored */
+        wrong += !isnan(kt_get(&dx, 4 * C + j));
+        wrong += kt_get(&dx, 5 * C + j) != (j == C - 1 ? -(double)dloss[5] : 0.0);
+    }
+    wrong += kt_get(&dx, 1 * C + T) != -(double)dloss[1]; /* a -inf target: p = 0, minus the one-hot term */
+    CHECK_MSG(wrong == 0, "C=%lld %s: %d wrong gradient values in rows of -inf / NaN", (long long)C,
+              cml_dtype_name(dt), wrong);
+    free(p);
+    free(got);
+    free(ref);
+    kt_view_free(&x);
+    kt_view_free(&dx);
+}
+
+static void test_cross_entropy_infinities(void) {
+    cml_rng rng;
+    cml_rng_init(&rng, KT_SEED + 23);
+    static const int64_t classes[] = {3, 10, 1025, 2500};
+    for (int c = 0; c < 4; c++) {
+        run_ce_infinities(classes[c], CML_F32, &rng);
+        run_ce_infinities(classes[c], CML_BF16, &rng);
+    }
+    run_ce_infinities(1025, CML_F16, &rng);
+}
+
 static void test_deterministic(void) {
     cml_rng rng;
     cml_rng_init(&rng, KT_SEED + 22);
@@ -185,6 +262,7 @@ int main(void) {
     RUN(test_softmax);
     RUN(test_softmax_specials);
     RUN(test_cross_entropy);
+    RUN(test_cross_entropy_infinities);
     RUN(test_deterministic);
     RUN(test_errors);
     return kt_finish();

@@ -5,7 +5,10 @@
  * one element off 16-byte alignment, and rows holding NaNs. Outputs are
  * poisoned before each run; two runs must be bitwise identical; ARGMAX/ARGMIN
  * indices and MAX/MIN values must equal the CPU's exactly, the rest within the
- * dtype's norm-wise tolerance. Exits 77 ("skipped") without a GPU. */
+ * dtype's norm-wise tolerance. Split reductions (the last block of an output
+ * merges its partials; arrival counters that the kernels leave at 0, never
+ * memset) queued back to back with different split counts, and on two
+ * contexts. Exits 77 ("skipped") without a GPU. */
 #include "gpu_row_util.h"
 
 static const char *op_name(cml_reduce_op op) {
@@ -79,7 +82,8 @@ static void test_columns(void) {
 }
 
 /* Many short rows (warp-per-row groups), unaligned rows and flat inputs off 16-byte alignment
- * (scalar head and tail around the 16-byte body), and the split path of a long flat row. */
+ * (scalar head and tail around the 16-byte body), and the split paths: a long flat row (many
+ * interleaved chunks) and 150 rows of 16411 (two chunks a row, on 132 SMs). */
 static void test_odd_layouts(void) {
     for (int d = 0; d < 2; d++) {
         cml_dtype dt = TEST_DTYPES[d];
@@ -87,6 +91,7 @@ static void test_odd_layouts(void) {
             run_reduce((cml_reduce_op)op, dt, 1000, 37, 1, 0, 1, 0);
             run_reduce((cml_reduce_op)op, dt, 9, 5003, 1, 1, 1, 0);
             run_reduce((cml_reduce_op)op, dt, 1, under_sanitizer() ? 300001 : 3000001, 1, 1, 1, 0);
+            run_reduce((cml_reduce_op)op, dt, 150, 16411, 1, 1, 1, 0); /* 2 chunks a row: one range each */
         }
         run_reduce(CML_REDUCE_VAR, dt, 7, 127, 1, 0, 0, 0);
         run_reduce(CML_REDUCE_VAR, dt, 3, 1, 4, 0, 1, 0); /* n - correction = 0: NaN like the CPU */
@@ -100,6 +105,48 @@ static void test_nans(void) {
         run_reduce((cml_reduce_op)op, CML_BF16, 2, 300, 17, 0, 1, 977);
         run_reduce((cml_reduce_op)op, CML_F32, 2, 262144, 1, 0, 1, 70001);
     }
+}
+
+/* Split reductions of different shapes (different split counts on the same arrival counters)
+ * queued back to back with no wait between them, on the default context and on a second one:
+ * every result must equal the CPU's within tolerance and its own first run bitwise. A counter
+ * not left at 0 by a launch would make a later launch merge too early or never. */
+static void test_split_back_to_back(void) {
+    enum { VIEWS = 4, CALLS = 24 };
+    const int64_t N = under_sanitizer() ? 420000 : 4200000; /* divisible by 1, 3, 7, 20 */
+    static const int64_t rows[VIEWS] = {1, 3, 7, 20};
+    cml_ctx *other = NULL;
+    CHECK_OK(cml_ctx_create(&other, gpu));
+    float *hx = malloc(sizeof(float) * (size_t)N), want[VIEWS][20], got[CALLS][20];
+    void *dx = dev_alloc(sizeof(float) * (size_t)N), *dy = dev_alloc(sizeof(float) * CALLS * 20);
+    CHECK(hx && dx && dy && other);
+    if (hx && dx && dy && other) {
+        random_fill(hx, CML_F32, N, -1.0f, 1.0f);
+        upload(dx, hx, sizeof(float) * (size_t)N);
+        for (int v = 0; v < VIEWS; v++)
+            CHECK_OK(cml_reduce(cctx, CML_REDUCE_SUM, want[v], CML_F32, hx, CML_F32, rows[v], N / rows[v], 1, 0));
+        poison(dy, sizeof(float) * CALLS * 20);
+        CHECK_OK(cml_ctx_synchronize(gctx)); /* the poison is in place before the other stream writes */
+        for (int c = 0; c < CALLS; c++) {
+            const int v = c % VIEWS;
+            cml_ctx *ctx = c % 3 == 2 ? other : gctx; /* two streams, each with its own counters */
+            CHECK_OK(cml_reduce(ctx, CML_REDUCE_SUM, (float *)dy + c * 20, CML_F32, dx, CML_F32, rows[v],
+                                N / rows[v], 1, 0));
+        }
+        CHECK_OK(cml_ctx_synchronize(other));
+        download(got, dy, sizeof got);
+        for (int c = 0; c < CALLS; c++) {
+            const int v = c % VIEWS;
+            char what[96];
+            snprintf(what, sizeof what, "SUM f32 (%lld, %lld) call %d", (long long)rows[v], (long long)(N / rows[v]), c);
+            compare_tol(what, got[c], want[v], CML_F32, rows[v], 1e-5, false);
+            CHECK_MSG(memcmp(got[c], got[v], sizeof(float) * (size_t)rows[v]) == 0, "%s: differs from call %d", what, v);
+        }
+    }
+    free(hx);
+    dev_free(dx, sizeof(float) * (size_t)N);
+    dev_free(dy, sizeof(float) * CALLS * 20);
+    cml_ctx_destroy(other);
 }
 
 static void test_unsupported(void) {
@@ -116,6 +163,7 @@ int main(void) {
     RUN(test_columns);
     RUN(test_odd_layouts);
     RUN(test_nans);
+    RUN(test_split_back_to_back);
     RUN(test_unsupported);
     return th_finish();
 }

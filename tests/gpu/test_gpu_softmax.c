@@ -10,13 +10,17 @@
  * exact-record limit of cuda_index_check.h), or by the call itself on a
  * context created with CML_SYNC_CHECKS=1. Special values: rows with -inf
  * (masked columns; whole rows of -inf and rows with a NaN, which are NaN on
- * both sides) through every row path. Exits 77 ("skipped") without a GPU. */
+ * both sides) through every row path; cross-entropy rows of -inf logits only
+ * and rows whose target's logit is -inf (loss +inf on both sides; dlogits of
+ * a row of -inf: -dloss at the target, 0 elsewhere, exactly) through every
+ * cross-entropy path. Exits 77 ("skipped") without a GPU. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include "gpu_row_util.h"
 #include "runtime/cuda_index_check.h"
 
 static cml_ctx *sctx; /* a CUDA context created with CML_SYNC_CHECKS=1 */
 static bool special;  /* put -inf (and NaN) into the inputs: see mask_rows */
+static bool ce_infs;  /* cross-entropy: rows of -inf and -inf targets, see inf_rows */
 
 /* Row r of rows of n (inner == 1): r % 3 == 1 gets -inf in 3 of every 4 columns (not in
  * column keep[r] if keep); for softmax (no keep) r % 7 == 5 is all -inf and r % 11 == 9 gets
@@ -28,6 +32,31 @@ static void mask_rows(void *h, cml_dtype dt, int64_t rows, int64_t n, const int6
             if (masked && !(keep && keep[r] == j)) cml_dtype_store(h, dt, r * n + j, -INFINITY);
             if (!keep && r % 11 == 9 && j == n / 2) cml_dtype_store(h, dt, r * n + j, NAN);
         }
+}
+
+/* Cross-entropy rows of rows x n with targets t: r % 4 == 2 all -inf (the target too), r % 4 == 0
+ * the target's logit -inf (the others as they are). */
+static void inf_rows(void *h, cml_dtype dt, int64_t rows, int64_t n, const int64_t *t) {
+    for (int64_t r = 0; r < rows; r++) {
+        if (r % 4 == 2)
+            for (int64_t j = 0; j < n; j++) cml_dtype_store(h, dt, r * n + j, -INFINITY);
+        if (r % 4 == 0 && t[r] >= 0 && t[r] < n) cml_dtype_store(h, dt, r * n + t[r], -INFINITY);
+    }
+}
+
+/* After inf_rows: the loss of those rows is +inf on the GPU; a row of -inf has exactly the CPU's
+ * dlogits (-dloss at the target, 0 elsewhere); a -inf target has exactly -dloss at the target. */
+static void check_inf_rows(const char *what, const float *loss, const void *got, const void *want, cml_dtype dt,
+                           int64_t rows, int64_t n, const int64_t *t, int64_t ignore) {
+    int bad = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        if (t[r] == ignore || (r % 4 != 0 && r % 4 != 2)) continue;
+        if (loss[r] != INFINITY) bad++;
+        const int64_t lo = r % 4 == 2 ? r * n : r * n + t[r], hi = r % 4 == 2 ? (r + 1) * n : lo + 1;
+        for (int64_t i = lo; i < hi; i++) bad += cml_dtype_load(got, dt, i) != cml_dtype_load(want, dt, i);
+        if (cml_dtype_load(got, dt, r * n + t[r]) >= 0) bad++; /* -dloss < 0 */
+    }
+    CHECK_MSG(bad == 0, "%s: %d wrong values in rows of -inf or at -inf targets", what, bad);
 }
 
 /* ---- softmax ------------------------------------------------------------------------------ */
@@ -144,6 +173,7 @@ static void run_ce(cml_dtype dt, int64_t rows, int64_t classes, int64_t bad_row,
             hdl[r] = uniform(0.5f, 1.5f);
         }
         if (special) mask_rows(hx, dt, rows, classes, ht);
+        if (ce_infs) inf_rows(hx, dt, rows, classes, ht);
         if (bad_row >= 0) ht[bad_row] = bad_value;
         upload(dx, hx, bytes);
         upload(dt_, ht, sizeof(int64_t) * (size_t)rows);
@@ -156,6 +186,7 @@ static void run_ce(cml_dtype dt, int64_t rows, int64_t classes, int64_t bad_row,
             CHECK_OK(cml_cross_entropy_bwd(cctx, want, hdl, hx, ht, rows, classes, dt, IGNORE));
             GPU_TWICE(what, dout, bytes, got, cml_cross_entropy_bwd(gctx, dout, ddl, dx, dt_, rows, classes, dt, IGNORE));
             compare_tol(what, got, want, dt, rows * classes, tol_for(dt), false);
+            if (ce_infs) check_inf_rows(what, lg, got, want, dt, rows, classes, ht, IGNORE);
         } else {
             /* the CPU's message, from the call itself */
             char msg[128];
@@ -237,6 +268,22 @@ static void test_cross_entropy(void) {
         run_ce(TEST_DTYPES[d], 3, 262144, -1, 0); /* split forward, one-pass backward */
     }
     special = false;
+}
+
+/* Rows of -inf logits and -inf targets through every path: loss +inf (not NaN), dlogits of a row
+ * of -inf -dloss at the target and 0 elsewhere, as on the CPU. */
+static void test_cross_entropy_infinities(void) {
+    ce_infs = true;
+    for (int d = 0; d < n_test_dtypes(); d++) {
+        run_ce(TEST_DTYPES[d], 300, 64, -1, 0);   /* register rows, many per block */
+        run_ce(TEST_DTYPES[d], 7, 127, -1, 0);    /* unaligned: streaming forward, scalar register backward */
+        run_ce(TEST_DTYPES[d], 40, 8192, -1, 0);  /* register rows, 4 words per thread */
+        run_ce(TEST_DTYPES[d], 5, 32768, -1, 0);  /* split forward; backward in 8 words per thread */
+        run_ce(TEST_DTYPES[d], 3, 262144, -1, 0); /* split forward, one-pass backward */
+        run_ce(TEST_DTYPES[d], 6, 100003, -1, 0); /* split forward, two-pass backward */
+    }
+    if (!under_sanitizer()) run_ce(CML_F32, 600, 24576, -1, 0); /* streaming forward in 16-byte words */
+    ce_infs = false;
 }
 
 static void test_cross_entropy_bad_targets(void) {
@@ -326,6 +373,7 @@ int main(void) {
     RUN(test_softmax_special);
     RUN(test_softmax_columns);
     RUN(test_cross_entropy);
+    RUN(test_cross_entropy_infinities);
     RUN(test_cross_entropy_bad_targets);
     RUN(test_cross_entropy_deferred);
     cml_ctx_destroy(sctx);

@@ -1,7 +1,14 @@
 /* CPU cross-entropy straight from logits (rows, classes), never materializing
  * probabilities: loss = logsumexp(row) - row[target], computed with the max
  * subtracted and the sum in double. Targets are checked before any output is
- * written, so a bad target leaves the outputs untouched. */
+ * written, so a bad target leaves the outputs untouched.
+ *
+ * A -inf logit is a class with probability 0 (a mask). A row whose target's
+ * logit is -inf has loss +inf and the usual gradient (-dloss at the target).
+ * A row whose logits are all -inf has no class with any probability: its loss
+ * is +inf (not the NaN of -inf - -inf), and softmax over it is taken as all 0
+ * (as attention does for a row that sees no key), so its gradient is -dloss at
+ * the target and 0 elsewhere. NaN logits give NaN. */
 #include <math.h>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -32,6 +39,11 @@ static void row_logsumexp(const void *logits, cml_dtype dtype, int64_t base, int
         const float *x = cml__f32_view(buf, logits, dtype, base + j0, 1, len);
         for (int64_t j = 0; j < len; j++) m = (m != m || x[j] <= m) ? m : x[j]; /* NaN sticks */
     }
+    if (m == -INFINITY) { /* every logit -inf: the callers handle the row (exp(-inf - -inf) is NaN) */
+        *max_out = m;
+        *log_sum_out = -INFINITY;
+        return;
+    }
     double sum = 0;
     for (int64_t j0 = 0; j0 < classes; j0 += ROW_CHUNK) {
         int64_t len = classes - j0 < ROW_CHUNK ? classes - j0 : ROW_CHUNK;
@@ -57,7 +69,7 @@ cml_status cml__cross_entropy_fwd_cpu(cml_ctx *ctx, float *loss, const void *log
         float m, log_sum;
         row_logsumexp(logits, dtype, r * classes, classes, &m, &log_sum);
         float x_t = cml_dtype_load(logits, dtype, r * classes + targets[r]);
-        loss[r] = (m - x_t) + log_sum;
+        loss[r] = m == -INFINITY ? INFINITY : (m - x_t) + log_sum; /* all -inf: +inf, not -inf - -inf */
     }
     return CML_OK;
 }
@@ -73,12 +85,14 @@ cml_status cml__cross_entropy_bwd_cpu(cml_ctx *ctx, void *dlogits, const float *
         bool ignored = t == ignore_index;
         float m = 0, log_sum = 0;
         if (!ignored) row_logsumexp(logits, dtype, base, classes, &m, &log_sum);
+        const bool empty = !ignored && m == -INFINITY; /* every logit -inf: softmax taken as all 0 */
         float g = ignored ? 0.0f : dloss[r];
         for (int64_t j0 = 0; j0 < classes; j0 += ROW_CHUNK) {
             int64_t len = classes - j0 < ROW_CHUNK ? classes - j0 : ROW_CHUNK;
             float *dx = dtype == CML_F32 ? (float *)dlogits + base + j0 : out_buf;
-            if (ignored) {
+            if (ignored || empty) {
                 for (int64_t j = 0; j < len; j++) dx[j] = 0.0f;
+                if (empty && t >= j0 && t < j0 + len) dx[t - j0] = -g; /* the one-hot term alone */
             } else {
                 const float *x = cml__f32_view(in_buf, logits, dtype, base + j0, 1, len);
                 for (int64_t j = 0; j < len; j++) dx[j] = g * expf(x[j] - m - log_sum);

@@ -15,6 +15,11 @@
  * written once; longer aligned rows go in one pass, a chunk per block
  * (common/row_sync.cuh), unaligned ones through the two-pass chunk path.
  *
+ * A -inf logit is a class of probability 0 (a mask), as on the CPU: a row whose
+ * target's logit is -inf has loss +inf; a row of -inf logits only has loss +inf
+ * (where logsumexp - x_t would be -inf - -inf) and softmax taken as all 0, so its
+ * dlogits are -dloss at the target and 0 elsewhere (cml__ce_empty).
+ *
  * Targets are data on the device. A kernel that meets a target outside
  * [0, classes) that is not ignore_index writes NaN for that row (its loss, or
  * its whole dlogits row) and flags the row in the context's bad-index word
@@ -34,6 +39,16 @@
 
 static __device__ __forceinline__ bool bad_target(long long t, long long n, long long ignore) {
     return t != ignore && (t < 0 || t >= n);
+}
+
+/* Whether a row's merged (max, sum of exp) says its logits are all -inf: max -inf, and no NaN
+ * met (a NaN seen by the scalar online update leaves the max alone but makes the sum NaN). */
+static __device__ __forceinline__ bool cml__ce_empty(float m, float s) { return m == -INFINITY && s == s; }
+
+/* loss from the row's max m, sum of exp(x - m) s and target logit x_t: +inf for a row of -inf
+ * logits (a target of probability 0), not (-inf - -inf) + log(s). */
+static __device__ __forceinline__ float ce_loss(float m, float s, float x_t) {
+    return cml__ce_empty(m, s) ? INFINITY : (m - x_t) + logf(s);
 }
 
 /* ---- forward ------------------------------------------------------------------------------------ */
@@ -63,7 +78,7 @@ static __global__ void __launch_bounds__(256, 3) ce_fwd_rows_kernel(float *loss,
                 loss[row] = NAN;
                 cml__index_flag_bad(bad, row);
             } else {
-                loss[row] = (a.m - cml__ld<DT>(logits, row * n + tgt)) + logf(a.s);
+                loss[row] = ce_loss(a.m, a.s, cml__ld<DT>(logits, row * n + tgt));
             }
         }
         if (G > 32) __syncthreads(); /* scratch is reused by the next row */
@@ -103,7 +118,7 @@ static __global__ void __launch_bounds__(1024) ce_fwd_words_kernel(float *loss, 
                 loss[row] = NAN;
                 cml__index_flag_bad(bad, row);
             } else {
-                loss[row] = (m - sx.y) + logf(sx.x);
+                loss[row] = ce_loss(m, sx.x, sx.y); /* sx.x = 0 for a row of -inf: exps taken from 0 */
             }
         }
     }
@@ -124,7 +139,7 @@ static __global__ void ce_fwd_finalize_kernel(float *loss, const cml__ms *partia
         cml__index_flag_bad(bad, row);
     } else {
         const cml__ms a = cml__ms_merge_all(partial + row * splits, splits);
-        loss[row] = (a.m - cml__ld<DT>(logits, row * n + tgt)) + logf(a.s);
+        loss[row] = ce_loss(a.m, a.s, cml__ld<DT>(logits, row * n + tgt));
     }
 }
 
@@ -201,9 +216,10 @@ static __global__ void __launch_bounds__(1024) ce_bwd_words_kernel(void *dlogits
         float e[KW * V];
         const float s = cml__group_allreduce(cml__words_sumexp<DT, KW, KEEP>(w, nn, t, G, m, e), G, red_sum,
                                              cml__sum_op());
+        const bool empty = m == -INFINITY; /* all -inf: the exps from 0 (all 0), scaled by 0, not g / 0 */
         if (valid)
-            ce_bwd_store_words<DT, KW, KEEP>((T *)dlogits + off, w, e, n, t, G, 0, tgt, m, g / s, g, nn == 0,
-                                             ignored ? 0.0f : NAN);
+            ce_bwd_store_words<DT, KW, KEEP>((T *)dlogits + off, w, e, n, t, G, 0, tgt, empty ? 0.0f : m,
+                                             empty ? 0.0f : g / s, g, nn == 0, ignored ? 0.0f : NAN);
         if (valid && is_bad && t == 0) cml__index_flag_bad(bad, row);
     }
 }
@@ -231,6 +247,8 @@ static __global__ void __launch_bounds__(VEC ? 1024 : 512) ce_bwd_rows_kernel(vo
 #pragma unroll
         for (int e = 0; e < E_ROW; e++) m = cml__max_nan(m, v[e]);
         m = cml__group_allreduce(m, G, red_max, cml__max_op());
+        const bool empty = m == -INFINITY; /* all -inf (or no row): softmax taken as all 0 */
+        if (empty) m = 0.0f;               /* exp(-inf - 0) = 0, where exp(-inf - -inf) is NaN */
         float s = 0.0f;
 #pragma unroll
         for (int e = 0; e < E_ROW; e++) s += cml__fexp(v[e] - m);
@@ -238,7 +256,7 @@ static __global__ void __launch_bounds__(VEC ? 1024 : 512) ce_bwd_rows_kernel(vo
         const float ls = logf(s), g = valid && !ignored && !is_bad ? dloss[row] : 0.0f;
 #pragma unroll
         for (int e = 0; e < E_ROW; e++) {
-            float d = g * cml__fexp((v[e] - m) - ls);
+            float d = empty ? 0.0f : g * cml__fexp((v[e] - m) - ls);
             if (cml__row_col<DT, VEC>(e, t, G) == tgt) d -= g; /* the one-hot term */
             v[e] = ignored ? 0.0f : is_bad ? NAN : d;
         }
@@ -282,8 +300,9 @@ static __global__ void __launch_bounds__(CML__SM_THREADS, 4)
         if (!ok) a = cml__ms{NAN, NAN};
         if (t == 0) {
             const float g = ignored ? 0.0f : is_bad ? NAN : dloss[row];
-            stat[0] = a.m;
-            stat[1] = g / a.s;
+            const bool empty = cml__ce_empty(a.m, a.s); /* all -inf: exps from 0 (all 0), scaled by 0 */
+            stat[0] = empty ? 0.0f : a.m;
+            stat[1] = empty ? 0.0f : g / a.s;
             stat[2] = g;
             if (is_bad && b % splits == 0) cml__index_flag_bad(bad, row);
         }
@@ -308,8 +327,9 @@ static __global__ void __launch_bounds__(CML__SM_THREADS)
         const long long tgt = targets[row];
         const cml__ms a = cml__ms_merge_all(partial + (b / splits) * splits, splits);
         const bool ignored = tgt == ignore, is_bad = bad_target(tgt, n, ignore);
-        stat[0] = a.m;
-        stat[1] = logf(a.s);
+        const bool empty = cml__ce_empty(a.m, a.s); /* all -inf: exp(-inf - 0 - 0) = 0 */
+        stat[0] = empty ? 0.0f : a.m;
+        stat[1] = empty ? 0.0f : logf(a.s);
         stat[2] = ignored ? 0.0f : is_bad ? NAN : dloss[row];
         stat_t = tgt;
         stat_ignored = ignored;
