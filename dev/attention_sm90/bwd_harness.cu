@@ -1,11 +1,12 @@
 /* Harness for the Hopper attention backward (src/kernels/cuda/attention/attention_bwd_sm90.cuh):
  * the kernel variants of the README's "Backward" ladder, timed per launch (prep, main, convert),
- * checked bitwise against the library's configuration, optionally with the phase profile.
+ * checked bitwise against the first variant (the session-6 kernel), optionally with the phase
+ * profile (variants with VAR & PROF; none in the current list).
  * One head dim per binary (so that the device compiles the two in parallel):
  *   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Isrc -Xptxas=-v -DHD=128 \
  *        dev/attention_sm90/bwd_harness.cu -lcuda -o build-att/bwd128
  *   bwd128 perf [S...]        every variant, S in {512, 2048, 8192} (default), full and causal
- *   bwd128 prof S causal      the phase profile of the library configuration (VAR = PROF)
+ *   bwd128 one S causal v     variant v alone (and the first, the reference)
  * Problem: bf16, B*S = 16k tokens, hidden 2048 (H = 2048 / D), [B, S, H, D]; Q, K, V, dO random in
  * [-1, 1); O and lse from the sm90 forward. Every variant's dQ, dK, dV must equal the first
  * variant's bitwise (same key-block order of the dQ adds; different tile orders change nothing
@@ -100,7 +101,8 @@ typedef struct variant {
     int unordered, prof, hgroup;
 } variant;
 
-/* the first one is the library's configuration (attention_bwd_sm90.cu, att90b_cfg) */
+/* the first one, the reference, is the session-6 kernel (VAR 0: what the library runs at D = 64;
+ * at D = 128 it runs "rel", attention_bwd_sm90.cu's att90b_cfg) */
 #if HD == 64
 #define LIB_ST 2
 #define LIB_NDQ 1
@@ -108,18 +110,23 @@ typedef struct variant {
 #define LIB_ST 2
 #define LIB_NDQ 2
 #endif
+/* Session 7 (README "Session 7"): candidate 1 of the session-6 plan (ovl = SPLIT + DQFIRST) and
+ * the early stage release (rel = EARLYREL), each three times in turns (the run-to-run spread is
+ * up to 15%: compare the minima); hgroup 0 = the library's tile order (attention_bwd_sm90.cu:
+ * causal head-major, else 8 heads interleaved up to 16 key blocks, 4 beyond). Earlier lists (the
+ * session-5 variants, session 7's NOPP and PROF runs) are in git history. REPS=n: medians of n. */
+enum { OVL = CML_ATT90B_V_SPLIT | CML_ATT90B_V_DQFIRST, REL = CML_ATT90B_V_EARLYREL };
 static const variant VARIANTS[] = {
-    {"lib", launch_main<LIB_ST, LIB_NDQ, 0>, 0, 0, 1},
-    {"lib hg4", launch_main<LIB_ST, LIB_NDQ, 0>, 0, 0, 4},
-    {"lib hg8", launch_main<LIB_ST, LIB_NDQ, 0>, 0, 0, 8},
-    {"lib hg16", launch_main<LIB_ST, LIB_NDQ, 0>, 0, 0, 16},
-    {"unordered", launch_main<LIB_ST, LIB_NDQ, CML_ATT90B_V_UNORDERED>, 1, 0, 1},
-#if HD == 128 /* D = 64: a third stage or a second dQ buffer is past 227 KB */
-    {"st3 ndq1", launch_main<3, 1, 0>, 0, 0, 1},
-    {"st3 ndq1 hg8", launch_main<3, 1, 0>, 0, 0, 8},
-#endif
-    {"lib prof", launch_main<LIB_ST, LIB_NDQ, CML_ATT90B_V_PROF>, 0, 1, 1},
-    {"lib hg8 prof", launch_main<LIB_ST, LIB_NDQ, CML_ATT90B_V_PROF>, 0, 1, 8},
+    {"lib", launch_main<LIB_ST, LIB_NDQ, 0>, 0, 0, 0},
+    {"ovl", launch_main<LIB_ST, LIB_NDQ, OVL>, 0, 0, 0},
+    {"rel", launch_main<LIB_ST, LIB_NDQ, REL>, 0, 0, 0},
+    {"split rel", launch_main<LIB_ST, LIB_NDQ, CML_ATT90B_V_SPLIT | REL>, 0, 0, 0},
+    {"lib (2)", launch_main<LIB_ST, LIB_NDQ, 0>, 0, 0, 0},
+    {"ovl (2)", launch_main<LIB_ST, LIB_NDQ, OVL>, 0, 0, 0},
+    {"rel (2)", launch_main<LIB_ST, LIB_NDQ, REL>, 0, 0, 0},
+    {"lib (3)", launch_main<LIB_ST, LIB_NDQ, 0>, 0, 0, 0},
+    {"ovl (3)", launch_main<LIB_ST, LIB_NDQ, OVL>, 0, 0, 0},
+    {"rel (3)", launch_main<LIB_ST, LIB_NDQ, REL>, 0, 0, 0},
 };
 enum { N_VARIANTS = sizeof VARIANTS / sizeof VARIANTS[0] };
 
@@ -141,7 +148,7 @@ static void make_map(CUtensorMap *m, void *ptr, int B, int S, int H, int D, cons
 static const char *SLOT_NAMES[64] = {
     /* consumer */ "q_full wait", "kv_full wait", "bar G1", "S issue+dO wait", "dP issue", "G1 wgmma wait",
     "P/dS math", "ds_empty wait", "dS store", "bar G2", "G2 issue+ds_full", "G2 wgmma wait", "dq fence",
-    "dq_empty wait", "dq store", "last dq", "tail+dKV", "steps",
+    "dq_empty wait", "dq store", "last dq", "tail+dKV", "steps", "dP wait (split)", "G2 tail wait (dqfirst)",
 };
 
 /* ---- one problem ------------------------------------------------------------------------------ */
@@ -235,7 +242,8 @@ static int run_problem(int S, int causal, int only_v, int reps) {
         const variant &var = VARIANTS[vi];
         if (only_v >= 0 && vi != only_v && vi != 0) continue;
         p.hshift = 0;
-        while ((2 << p.hshift) <= var.hgroup && (B * Hkv) % (2 << p.hshift) == 0) p.hshift++;
+        const int hgroup = var.hgroup ? var.hgroup : causal ? 1 : p.n_kb <= 16 ? 8 : 4; /* 0: the library's */
+        while ((2 << p.hshift) <= hgroup && (B * Hkv) % (2 << p.hshift) == 0) p.hshift++;
         p.prof = var.prof ? prof : NULL;
         float *tp = (float *)malloc(reps * 4), *tm = (float *)malloc(reps * 4), *tc = (float *)malloc(reps * 4),
               *tt = (float *)malloc(reps * 4);
@@ -306,9 +314,10 @@ static int run_problem(int S, int causal, int only_v, int reps) {
             for (int c = 0; c < 2; c++) {
                 const double steps = (double)tot[20 * c + 17];
                 double sum = 0;
-                for (int i = 0; i < 17; i++) sum += tot[20 * c + i];
+                for (int i = 0; i < 20; i++) sum += i == 17 ? 0 : tot[20 * c + i];
                 printf("  consumer %d (%.0f steps, %.0f cycles/step):", c, steps, sum / steps);
-                for (int i = 0; i < 17; i++) printf(" [%s %.0f]", SLOT_NAMES[i], tot[20 * c + i] / steps);
+                for (int i = 0; i < 20; i++)
+                    if (i != 17) printf(" [%s %.0f]", SLOT_NAMES[i], tot[20 * c + i] / steps);
                 printf("\n");
             }
             for (int w = 0; w < 2; w++) {
@@ -343,8 +352,9 @@ int main(int argc, char **argv) {
             nS = 0;
             for (int i = 2; i < argc && nS < 8; i++) Ss[nS++] = atoi(argv[i]);
         }
+        const int reps = getenv("REPS") ? atoi(getenv("REPS")) : 10;
         for (int c = 0; c < 2; c++)
-            for (int i = 0; i < nS; i++) fails += run_problem(Ss[i], c, -1, 10);
+            for (int i = 0; i < nS; i++) fails += run_problem(Ss[i], c, -1, reps);
     } else if (!strcmp(mode, "one") && argc > 4) {
         fails += run_problem(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), 10);
     } else {

@@ -17,11 +17,18 @@ static const char att90b_fn[] = "cml_attention_bwd";
 /* Per head dim: query rows per step BM (D = 64 / 128: BM * D = 8192, each consumer's dQ block is
  * 64 x 64), Q/dO stages, dQ partial buffers (as many as fit in 227 KB of shared memory), keys per
  * work tile BN, dQ partials per (query tile, key block) HALVES (D = 256: one per consumer, each
- * with its own semaphore; attention_bwd_sm90_d256.cuh). */
+ * with its own semaphore; attention_bwd_sm90_d256.cuh), the kernel variant VAR (session 7,
+ * dev/attention_sm90/README.md: at D = 128 EARLYREL, the Q / dO stage released as soon as dV and dK
+ * are done, so that the producer refills it under the dQ hand-off: 0-6% faster, 2% on average;
+ * at D = 64 it measured between 1% faster and 12% slower, so D = 64 keeps the session-6 step). */
 template <int D> struct att90b_cfg;
-template <> struct att90b_cfg<64> { enum { BM = 128, ST = 2, NDQ = 1, BN = CML_ATT90B_BN, HALVES = 1 }; };
-template <> struct att90b_cfg<128> { enum { BM = 64, ST = 2, NDQ = 2, BN = CML_ATT90B_BN, HALVES = 1 }; };
-template <> struct att90b_cfg<256> { enum { BM = 64, ST = 1, NDQ = 2, BN = 64, HALVES = 2 }; };
+template <> struct att90b_cfg<64> {
+    enum { BM = 128, ST = 2, NDQ = 1, BN = CML_ATT90B_BN, HALVES = 1, VAR = 0 };
+};
+template <> struct att90b_cfg<128> {
+    enum { BM = 64, ST = 2, NDQ = 2, BN = CML_ATT90B_BN, HALVES = 1, VAR = CML_ATT90B_V_EARLYREL };
+};
+template <> struct att90b_cfg<256> { enum { BM = 64, ST = 1, NDQ = 2, BN = 64, HALVES = 2, VAR = 0 }; };
 
 static int att90b_bm(int64_t D) { return D == 64 ? (int)att90b_cfg<64>::BM : (int)att90b_cfg<128>::BM; }
 static int att90b_bn(int64_t D) { return D == 256 ? (int)att90b_cfg<256>::BN : CML_ATT90B_BN; }
@@ -29,8 +36,8 @@ static int att90b_bn(int64_t D) { return D == 256 ? (int)att90b_cfg<256>::BN : C
 /* The main kernel of a head dim: D = 64 / 128 share one, D = 256 has its own (same parameters). */
 template <int DT, int D> struct att90b_main {
     typedef att90b_cfg<D> cfg;
-    static decltype(&cml__att90b_kernel<DT, D, cfg::BM, cfg::ST, cfg::NDQ>) get() {
-        return cml__att90b_kernel<DT, D, cfg::BM, cfg::ST, cfg::NDQ>;
+    static decltype(&cml__att90b_kernel<DT, D, cfg::BM, cfg::ST, cfg::NDQ, cfg::VAR>) get() {
+        return cml__att90b_kernel<DT, D, cfg::BM, cfg::ST, cfg::NDQ, cfg::VAR>;
     }
 };
 template <int DT> struct att90b_main<DT, 256> {
