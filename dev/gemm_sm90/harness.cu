@@ -96,6 +96,7 @@ int main(int argc, char **argv) {
     int cluster = argc > 9 ? atoi(argv[9]) : 2;
     int pp = argc > 11 && strcmp(argv[11], "pp") == 0;
     if (pp) bn = 256;
+    if (bn != 256 && bn != 192 && bn != 128) { printf("bn %d: the kernel has 256, 192 and 128\n", bn); return 2; }
     int TB = !tb_op_t; /* N-major B when op_b = N */
     int sms; CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     /* stored shapes: A M x K (op N) or K x M; B N x K (op T) or K x N */
@@ -139,6 +140,8 @@ int main(int argc, char **argv) {
     auto run_ours = [&]() {
 #ifdef HARNESS_ONLY_NT
 #define L(BN, ST) launch<BN, ST, 0, 0>(ma, mb, md, tma, epi, M, N, K, sms, group_m, cluster, pp);
+#elif defined(HARNESS_ONLY_TN) /* the weight gradients' layout: both operands M/N-major */
+#define L(BN, ST) launch<BN, ST, 1, 1>(ma, mb, md, tma, epi, M, N, K, sms, group_m, cluster, pp);
 #else
 #define L(BN, ST) \
         if (!ta && !TB) launch<BN, ST, 0, 0>(ma, mb, md, tma, epi, M, N, K, sms, group_m, cluster, pp); \
