@@ -34,21 +34,10 @@
 #include "framework/tensor_impl.h" /* to attach ready-made grads to the parameters */
 #include "runtime/ctx_impl.h"
 
-#define CUDA_OK(call)                                                                                    \
-    do {                                                                                                 \
-        cudaError_t e_ = (call);                                                                         \
-        if (e_ != cudaSuccess) {                                                                         \
-            fprintf(stderr, "bench_adamw: %s failed: %s\n", #call, cudaGetErrorString(e_));              \
-            exit(1);                                                                                     \
-        }                                                                                                \
-    } while (0)
-#define CML_OK(call)                                                                                     \
-    do {                                                                                                 \
-        if ((call) != CML_OK) {                                                                          \
-            fprintf(stderr, "bench_adamw: %s failed: %s\n", #call, cml_last_error());                    \
-            exit(1);                                                                                     \
-        }                                                                                                \
-    } while (0)
+#define BENCH_WHO "bench_adamw"
+#define BENCH_HINT "free the GPU of other work"
+#include "bench_cuda.h"
+
 
 #define NT 148 /* tensors of GPT-2 small */
 #define DELAY_BYTES ((size_t)2 << 30)
@@ -100,7 +89,7 @@ static void fill_random(float *dst, int64_t n, uint64_t seed, float lo, float hi
             s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
             h[j] = lo + (hi - lo) * (float)((s * 0x2545F4914F6CDD1Dull) >> 40) * (1.0f / 16777216.0f);
         }
-        CUDA_OK(cudaMemcpy(dst + i, h, sizeof(float) * (size_t)(n - i < m ? n - i : m), cudaMemcpyHostToDevice));
+        BENCH_CUDA_OK(cudaMemcpy(dst + i, h, sizeof(float) * (size_t)(n - i < m ? n - i : m), cudaMemcpyHostToDevice));
     }
     free(h);
 }
@@ -113,9 +102,9 @@ static void setup(bench *b) {
         exit(1);
     }
     b->st = (cudaStream_t)cml_ctx_stream(b->ctx);
-    CUDA_OK(cudaEventCreate(&b->ev0));
-    CUDA_OK(cudaEventCreate(&b->ev1));
-    CUDA_OK(cudaMalloc(&b->delay, DELAY_BYTES));
+    BENCH_CUDA_OK(cudaEventCreate(&b->ev0));
+    BENCH_CUDA_OK(cudaEventCreate(&b->ev1));
+    BENCH_CUDA_OK(cudaMalloc(&b->delay, DELAY_BYTES));
     int64_t shapes[NT][2];
     char names[NT][CML_NAME_MAX];
     const int k = gpt2_shapes(shapes, names);
@@ -158,9 +147,9 @@ static void setup(bench *b) {
             if (!strcmp(state[s].name, want_v)) sl[i].v = cml_tensor_data(state[s].tensor);
         }
     }
-    CML_OK(cml_param_list_create(b->ctx, &b->list));
-    CML_OK(cml_param_list_set(b->list, sl, NT, NULL));
-    CUDA_OK(cudaDeviceSynchronize());
+    BENCH_CML_OK(cml_param_list_create(b->ctx, &b->list));
+    BENCH_CML_OK(cml_param_list_set(b->list, sl, NT, NULL));
+    BENCH_CUDA_OK(cudaDeviceSynchronize());
 }
 
 static int cmp_float(const void *a, const void *b) {
@@ -175,35 +164,35 @@ static float time_median(bench *b, call_fn fn) {
     static float t[MAX_REPS];
     for (int i = 0; i < 3; i++) fn(b);
     for (int i = 0; i < b->reps; i++) {
-        CUDA_OK(cudaMemsetAsync(b->delay, i & 0xFF, DELAY_BYTES, b->st));
-        CUDA_OK(cudaEventRecord(b->ev0, b->st));
+        BENCH_CUDA_OK(cudaMemsetAsync(b->delay, i & 0xFF, DELAY_BYTES, b->st));
+        BENCH_CUDA_OK(cudaEventRecord(b->ev0, b->st));
         fn(b);
-        CUDA_OK(cudaEventRecord(b->ev1, b->st));
-        CUDA_OK(cudaEventSynchronize(b->ev1));
-        CUDA_OK(cudaEventElapsedTime(&t[i], b->ev0, b->ev1));
+        BENCH_CUDA_OK(cudaEventRecord(b->ev1, b->st));
+        BENCH_CUDA_OK(cudaEventSynchronize(b->ev1));
+        BENCH_CUDA_OK(cudaEventElapsedTime(&t[i], b->ev0, b->ev1));
     }
     qsort(t, (size_t)b->reps, sizeof t[0], cmp_float);
     return b->reps % 2 ? t[b->reps / 2] : 0.5f * (t[b->reps / 2 - 1] + t[b->reps / 2]);
 }
 
-static void call_step(bench *b) { CML_OK(cml_optim_step(b->opt)); }
+static void call_step(bench *b) { BENCH_CML_OK(cml_optim_step(b->opt)); }
 
 static void call_clip_step(bench *b) {
-    CML_OK(cml_optim_clip_grad_norm(b->opt, 1.0));
-    CML_OK(cml_optim_step(b->opt));
+    BENCH_CML_OK(cml_optim_clip_grad_norm(b->opt, 1.0));
+    BENCH_CML_OK(cml_optim_step(b->opt));
 }
 
 static void call_kernel(bench *b) {
-    CML_OK(cml_adam_update_multi(b->ctx, b->list, 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, true, 10, NULL));
+    BENCH_CML_OK(cml_adam_update_multi(b->ctx, b->list, 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, true, 10, NULL));
 }
 
 static void call_kernel_clip(bench *b) {
-    CML_OK(cml_param_list_grad_norm(b->ctx, b->list, 1.0));
-    CML_OK(cml_adam_update_multi(b->ctx, b->list, 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, true, 10,
+    BENCH_CML_OK(cml_param_list_grad_norm(b->ctx, b->list, 1.0));
+    BENCH_CML_OK(cml_adam_update_multi(b->ctx, b->list, 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, true, 10,
                                  cml_param_list_clip_coef(b->list)));
 }
 
-static void call_norm(bench *b) { CML_OK(cml_param_list_grad_norm(b->ctx, b->list, 1.0)); }
+static void call_norm(bench *b) { BENCH_CML_OK(cml_param_list_grad_norm(b->ctx, b->list, 1.0)); }
 
 static void call_per_tensor(bench *b) {
     static cml_param state[2 + 3 * NT];
@@ -211,14 +200,14 @@ static void call_per_tensor(bench *b) {
     if (!ns) ns = cml_optim_state(b->opt, state, 2 + 3 * NT);
     for (int i = 0; i < NT; i++) { /* state order: step.p, exp_avg.p, exp_avg_sq.p after lr and steps */
         cml_tensor *p = b->t[i];
-        CML_OK(cml_adam_update(b->ctx, cml_tensor_data(p), cml_tensor_data(p->grad),
+        BENCH_CML_OK(cml_adam_update(b->ctx, cml_tensor_data(p), cml_tensor_data(p->grad),
                                cml_tensor_data(state[2 + 3 * i + 1].tensor), cml_tensor_data(state[2 + 3 * i + 2].tensor),
                                cml_tensor_numel(p), 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, true, 10));
     }
 }
 
 static void call_copy(bench *b) {
-    CUDA_OK(cudaMemcpyAsync((char *)b->delay + (DELAY_BYTES / 2), b->delay, DELAY_BYTES / 2, cudaMemcpyDeviceToDevice,
+    BENCH_CUDA_OK(cudaMemcpyAsync((char *)b->delay + (DELAY_BYTES / 2), b->delay, DELAY_BYTES / 2, cudaMemcpyDeviceToDevice,
                             b->st));
 }
 
@@ -280,7 +269,7 @@ int main(int argc, char **argv) {
         fflush(stdout);
     }
     double norm = 0;
-    CML_OK(cml_optim_grad_norm(b.opt, &norm));
+    BENCH_CML_OK(cml_optim_grad_norm(b.opt, &norm));
     printf("\n(last grad norm %.6g; %lld optimizer steps taken)\n", norm, (long long)cml_optim_steps(b.opt));
     if (json) {
         FILE *f = fopen(json, "w");
@@ -289,10 +278,10 @@ int main(int argc, char **argv) {
             return 1;
         }
         struct cudaDeviceProp p;
-        CUDA_OK(cudaGetDeviceProperties(&p, 0));
+        BENCH_CUDA_OK(cudaGetDeviceProperties(&p, 0));
         int rt = 0, drv = 0;
-        CUDA_OK(cudaRuntimeGetVersion(&rt));
-        CUDA_OK(cudaDriverGetVersion(&drv));
+        BENCH_CUDA_OK(cudaRuntimeGetVersion(&rt));
+        BENCH_CUDA_OK(cudaDriverGetVersion(&drv));
         char date[32];
         time_t now = time(NULL);
         strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));

@@ -1,6 +1,7 @@
 /* What camel bench gemm (bench_gemm_run.c) and camel tune gemm (bench_gemm_tune.c) share on
  * the CUDA side: device buffers, one case's descriptors and cuBLAS plans, timing with L2
- * flushes, the output check and the JSON meta record. CUDA builds only. */
+ * flushes, the output check and the JSON meta record. CUDA builds only; the including file
+ * defines BENCH_WHO and BENCH_HINT (bench_cuda.h). */
 #ifndef CAMEL_BENCH_GEMM_CUDA_H
 #define CAMEL_BENCH_GEMM_CUDA_H
 
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "bench_cuda.h"
 #include "bench_gemm.h"
 
 #define FLUSH_BYTES ((size_t)256 << 20)
@@ -58,14 +60,6 @@ typedef struct bg_result {
     char error[240];
 } bg_result;
 
-#define CUDA_OK(call)                                                                                             \
-    do {                                                                                                          \
-        cudaError_t e_ = (call);                                                                                  \
-        if (e_ != cudaSuccess) {                                                                                  \
-            fprintf(stderr, "camel bench gemm: %s failed: %s\n", #call, cudaGetErrorString(e_));                  \
-            exit(1);                                                                                              \
-        }                                                                                                         \
-    } while (0)
 
 /* Allocates buffers for the cases and creates the handles; false with a message on failure. */
 bool bg_state_open(bg_state *s, const bg_case *cases, int n, int reps);

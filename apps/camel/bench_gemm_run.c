@@ -9,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#define BENCH_WHO "camel bench gemm"
+#define BENCH_HINT "choose fewer or smaller cases (--set, --sizes)"
 #include "bench_gemm_cuda.h"
 #include "camel/camel.h"
 #include "cli.h"
@@ -50,18 +52,6 @@ static void case_bytes(const bg_case *c, size_t *a, size_t *b, size_t *d) {
 
 /* ---- set-up ------------------------------------------------------------------------------------- */
 
-static void *dmalloc(size_t n) {
-    void *p = NULL;
-    cudaError_t e = cudaMalloc(&p, n ? n : 1);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "camel bench gemm: cudaMalloc of %.2f GiB failed: %s\n", (double)n / (1 << 30),
-                cudaGetErrorString(e));
-        fprintf(stderr, "hint: choose fewer or smaller cases (--set, --sizes)\n");
-        exit(1);
-    }
-    return p;
-}
-
 /* Fills bytes of dst with random values of dtype dt (uniform in +-[0.25, 1] for fp8, [-1, 1)
  * otherwise; never zero): a FILL_PERIOD-element block from the host, then doubled on the device. */
 static void fill_random(bg_state *s, void *dst, size_t bytes, cml_dtype dt, uint64_t seed) {
@@ -81,14 +71,14 @@ static void fill_random(bg_state *s, void *dst, size_t bytes, cml_dtype dt, uint
         else if (u == 0.0f) u = 0.5f;
         cml_dtype_store(h, dt, i, u);
     }
-    CUDA_OK(cudaMemcpy(dst, h, (size_t)block * es, cudaMemcpyHostToDevice));
+    BENCH_CUDA_OK(cudaMemcpy(dst, h, (size_t)block * es, cudaMemcpyHostToDevice));
     free(h);
     for (int64_t done = block; done < total;) {
         const int64_t n = done < total - done ? done : total - done;
-        CUDA_OK(cudaMemcpyAsync((char *)dst + done * (int64_t)es, dst, (size_t)n * es, cudaMemcpyDeviceToDevice, s->st));
+        BENCH_CUDA_OK(cudaMemcpyAsync((char *)dst + done * (int64_t)es, dst, (size_t)n * es, cudaMemcpyDeviceToDevice, s->st));
         done += n;
     }
-    CUDA_OK(cudaStreamSynchronize(s->st));
+    BENCH_CUDA_OK(cudaStreamSynchronize(s->st));
 }
 
 bool bg_state_open(bg_state *s, const bg_case *cases, int n, int reps) {
@@ -107,10 +97,10 @@ bool bg_state_open(bg_state *s, const bg_case *cases, int n, int reps) {
     }
     cublasSetStream(s->blas, s->st);
     cublasSetMathMode(s->blas, CUBLAS_DEFAULT_MATH); /* exact f32: no tf32 */
-    CUDA_OK(cudaEventCreate(&s->ev0));
-    CUDA_OK(cudaEventCreate(&s->ev1));
-    s->flush = dmalloc(FLUSH_BYTES);
-    s->lt_ws = dmalloc(LT_WORKSPACE);
+    BENCH_CUDA_OK(cudaEventCreate(&s->ev0));
+    BENCH_CUDA_OK(cudaEventCreate(&s->ev1));
+    s->flush = bench_dmalloc(FLUSH_BYTES);
+    s->lt_ws = bench_dmalloc(LT_WORKSPACE);
     size_t max_a = 0, max_b = 0, max_d = 0;
     for (int i = 0; i < n; i++) {
         size_t a, b, d;
@@ -122,14 +112,14 @@ bool bg_state_open(bg_state *s, const bg_case *cases, int n, int reps) {
         s->fill_a[cases[i].dt] = a > s->fill_a[cases[i].dt] ? a : s->fill_a[cases[i].dt];
         s->fill_b[cases[i].dt] = b > s->fill_b[cases[i].dt] ? b : s->fill_b[cases[i].dt];
     }
-    s->A = dmalloc(max_a);
-    s->B = dmalloc(max_b);
-    s->D_ours = dmalloc(max_d);
-    s->D_ref = dmalloc(max_d);
+    s->A = bench_dmalloc(max_a);
+    s->B = bench_dmalloc(max_b);
+    s->D_ours = bench_dmalloc(max_d);
+    s->D_ref = bench_dmalloc(max_d);
     /* a_scale at [0], b_scale at [4]: each 16-byte aligned (cuBLASLt's fp8 kernels may load them as vectors) */
     const float host_scales[8] = {0.75f, 0, 0, 0, 1.25f, 0, 0, 0};
-    s->scales = dmalloc(sizeof host_scales);
-    CUDA_OK(cudaMemcpy(s->scales, host_scales, sizeof host_scales, cudaMemcpyHostToDevice));
+    s->scales = bench_dmalloc(sizeof host_scales);
+    BENCH_CUDA_OK(cudaMemcpy(s->scales, host_scales, sizeof host_scales, cudaMemcpyHostToDevice));
     return true;
 }
 
@@ -288,12 +278,12 @@ float bg_median(float *v, int n) {
 }
 
 bool bg_time_call(bg_state *s, bg_prep *p, bool ref, int flush_byte, float *ms) {
-    CUDA_OK(cudaMemsetAsync(s->flush, flush_byte & 0xFF, FLUSH_BYTES, s->st));
-    CUDA_OK(cudaEventRecord(s->ev0, s->st));
+    BENCH_CUDA_OK(cudaMemsetAsync(s->flush, flush_byte & 0xFF, FLUSH_BYTES, s->st));
+    BENCH_CUDA_OK(cudaEventRecord(s->ev0, s->st));
     const bool ok = ref ? run_ref(s, p) : run_ours(s, p) == CML_OK;
-    CUDA_OK(cudaEventRecord(s->ev1, s->st));
-    CUDA_OK(cudaEventSynchronize(s->ev1));
-    CUDA_OK(cudaEventElapsedTime(ms, s->ev0, s->ev1));
+    BENCH_CUDA_OK(cudaEventRecord(s->ev1, s->st));
+    BENCH_CUDA_OK(cudaEventSynchronize(s->ev1));
+    BENCH_CUDA_OK(cudaEventElapsedTime(ms, s->ev0, s->ev1));
     return ok;
 }
 
@@ -332,9 +322,9 @@ static void compare_rows(const void *d_ours, const void *d_ref, int64_t rows, in
         free(hr);
         return;
     }
-    CUDA_OK(cudaMemcpy2D(ho, (size_t)N * es, d_ours, (size_t)(step * N) * es, (size_t)N * es, (size_t)n_rows,
+    BENCH_CUDA_OK(cudaMemcpy2D(ho, (size_t)N * es, d_ours, (size_t)(step * N) * es, (size_t)N * es, (size_t)n_rows,
                          cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy2D(hr, (size_t)N * es, d_ref, (size_t)(step * N) * es, (size_t)N * es, (size_t)n_rows,
+    BENCH_CUDA_OK(cudaMemcpy2D(hr, (size_t)N * es, d_ref, (size_t)(step * N) * es, (size_t)N * es, (size_t)n_rows,
                          cudaMemcpyDeviceToHost));
     for (int64_t i = 0; i < n_rows * N; i++) {
         const double o = cml_dtype_load(ho, dt, i), f = cml_dtype_load(hr, dt, i);
@@ -350,11 +340,11 @@ void bg_check_outputs(bg_state *s, bg_prep *p, bg_result *r) {
     const cml_dtype dt = out_dtype(p->c->dt);
     for (int i = 0; i < p->count; i++) {
         const size_t bytes = (size_t)(p->desc[i].batch * p->desc[i].M * p->desc[i].N) * cml_dtype_size(dt);
-        CUDA_OK(cudaMemsetAsync(p->d_ours[i], 0xFF, bytes, s->st));
-        CUDA_OK(cudaMemsetAsync(p->d_ref[i], 0xFF, bytes, s->st));
+        BENCH_CUDA_OK(cudaMemsetAsync(p->d_ours[i], 0xFF, bytes, s->st));
+        BENCH_CUDA_OK(cudaMemsetAsync(p->d_ref[i], 0xFF, bytes, s->st));
     }
     if (p->ref_error[0] || run_ours(s, p) != CML_OK || !run_ref(s, p)) return;
-    CUDA_OK(cudaStreamSynchronize(s->st));
+    BENCH_CUDA_OK(cudaStreamSynchronize(s->st));
     double num = 0, den = 0;
     for (int i = 0; i < p->count; i++)
         compare_rows(p->d_ours[i], p->d_ref[i], p->desc[i].batch * p->desc[i].M, p->desc[i].N, dt, &num, &den);
@@ -421,7 +411,7 @@ FILE *bg_json_open(const bg_options *o) {
         return NULL;
     }
     struct cudaDeviceProp prop;
-    CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+    BENCH_CUDA_OK(cudaGetDeviceProperties(&prop, 0));
     int clock_khz = 0, rt = 0, drv = 0;
     cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
     cudaRuntimeGetVersion(&rt);
@@ -530,7 +520,7 @@ int bg_run(const bg_options *o) {
     bg_state s;
     if (!bg_state_open(&s, cases, n, o->reps)) return 1;
     struct cudaDeviceProp prop;
-    CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+    BENCH_CUDA_OK(cudaGetDeviceProperties(&prop, 0));
     printf("camel bench gemm on %s (%d SMs): %d cases, median of %d timed calls per side, L2 flushed before each\n",
            prop.name, prop.multiProcessorCount, n, o->reps);
     print_header();

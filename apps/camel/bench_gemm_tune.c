@@ -11,6 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#define BENCH_WHO "camel tune gemm"
+#define BENCH_HINT "choose fewer or smaller cases (--set, --sizes)"
 #include "bench_gemm_cuda.h"
 #include "camel/camel.h"
 #include "cli.h"
@@ -138,7 +140,7 @@ static bool write_table(const char *path, const bg_options *o, const tune_result
         return false;
     }
     struct cudaDeviceProp prop;
-    CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+    BENCH_CUDA_OK(cudaGetDeviceProperties(&prop, 0));
     char date[32];
     time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));

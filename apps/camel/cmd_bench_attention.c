@@ -102,6 +102,10 @@ static bool parse_causal(const char *text, bool mode[2]) {
 
 #include "runtime/ctx_impl.h"
 
+#define BENCH_WHO "camel bench attention"
+#define BENCH_HINT "choose a smaller --tokens or --hidden"
+#include "bench_cuda.h"
+
 /* ---- statistics (used by the timing check; plain C) ------------------------------------------- */
 
 typedef struct welch {
@@ -147,21 +151,6 @@ static double quantile(const double *x, int64_t n, double q) {
     return v;
 }
 
-#define CUDA_OK(call)                                                                                    \
-    do {                                                                                                 \
-        cudaError_t e_ = (call);                                                                         \
-        if (e_ != cudaSuccess) {                                                                         \
-            fprintf(stderr, "camel bench attention: %s failed: %s\n", #call, cudaGetErrorString(e_));    \
-            exit(1);                                                                                     \
-        }                                                                                                \
-    } while (0)
-#define CML_OK_OR_DIE(call)                                                                              \
-    do {                                                                                                 \
-        if ((call) != CML_OK) {                                                                          \
-            fprintf(stderr, "camel bench attention: %s failed: %s\n", #call, cml_last_error());          \
-            exit(1);                                                                                     \
-        }                                                                                                \
-    } while (0)
 
 typedef struct bench {
     cml_ctx *ctx;
@@ -172,18 +161,6 @@ typedef struct bench {
     void *Q, *K, *V, *dO, *O, *dQ, *dK, *dV;
     float *lse;
 } bench;
-
-static void *dmalloc(size_t n) {
-    void *p = NULL;
-    cudaError_t e = cudaMalloc(&p, n ? n : 1);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "camel bench attention: cudaMalloc of %.2f GiB failed: %s\n", (double)n / (1 << 30),
-                cudaGetErrorString(e));
-        fprintf(stderr, "hint: choose a smaller --tokens or --hidden\n");
-        exit(1);
-    }
-    return p;
-}
 
 /* n bf16 values, uniform in [-sqrt 3, sqrt 3) (variance 1, never exactly zero), from a xorshift64*
  * stream of `seed`, written to the device 16M at a time. */
@@ -206,7 +183,7 @@ static void fill_random_bf16(void *dst, int64_t n, uint64_t seed) {
             memcpy(&bits, &v, sizeof bits);
             h[k] = (uint16_t)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16); /* round to nearest even */
         }
-        CUDA_OK(cudaMemcpy((uint16_t *)dst + i, h, sizeof(uint16_t) * (size_t)m, cudaMemcpyHostToDevice));
+        BENCH_CUDA_OK(cudaMemcpy((uint16_t *)dst + i, h, sizeof(uint16_t) * (size_t)m, cudaMemcpyHostToDevice));
     }
     free(h);
 }
@@ -229,20 +206,20 @@ static bool setup(bench *b, int64_t elems, int64_t rows) {
         return false;
     }
     b->st = (cudaStream_t)cml_ctx_stream(b->ctx);
-    CUDA_OK(cudaEventCreate(&b->ev0));
-    CUDA_OK(cudaEventCreate(&b->ev1));
-    b->flush = dmalloc(FLUSH_BYTES);
-    b->sum = dmalloc(64);
+    BENCH_CUDA_OK(cudaEventCreate(&b->ev0));
+    BENCH_CUDA_OK(cudaEventCreate(&b->ev1));
+    b->flush = bench_dmalloc(FLUSH_BYTES);
+    b->sum = bench_dmalloc(64);
     const size_t bytes = 2 * (size_t)elems;
     void **bufs[8] = {&b->Q, &b->K, &b->V, &b->dO, &b->O, &b->dQ, &b->dK, &b->dV};
-    for (int i = 0; i < 8; i++) *bufs[i] = dmalloc(bytes);
-    b->lse = dmalloc(sizeof(float) * (size_t)rows);
+    for (int i = 0; i < 8; i++) *bufs[i] = bench_dmalloc(bytes);
+    b->lse = bench_dmalloc(sizeof(float) * (size_t)rows);
     for (int i = 0; i < 4; i++) fill_random_bf16(*bufs[i], elems, 101 + (uint64_t)i);
-    CUDA_OK(cudaDeviceSynchronize());
+    BENCH_CUDA_OK(cudaDeviceSynchronize());
     return true;
 }
 
-static void flush_l2(bench *b, int i) { CUDA_OK(cudaMemsetAsync(b->flush, i & 0xFF, FLUSH_BYTES, b->st)); }
+static void flush_l2(bench *b, int i) { BENCH_CUDA_OK(cudaMemsetAsync(b->flush, i & 0xFF, FLUSH_BYTES, b->st)); }
 
 static cml_status call_fwd(bench *b, const cml_attention_desc *d) {
     return cml_attention_fwd(b->ctx, d, b->O, b->lse, b->Q, b->K, b->V);
@@ -259,17 +236,17 @@ static cml_status call_fwd_bwd(bench *b, const cml_attention_desc *d) {
 
 static double elapsed_ms(bench *b) {
     float ms = 0;
-    CUDA_OK(cudaEventSynchronize(b->ev1));
-    CUDA_OK(cudaEventElapsedTime(&ms, b->ev0, b->ev1));
+    BENCH_CUDA_OK(cudaEventSynchronize(b->ev1));
+    BENCH_CUDA_OK(cudaEventElapsedTime(&ms, b->ev0, b->ev1));
     return ms;
 }
 
 /* Whether the n bf16 elements at p are all finite (their sum is: NaN or inf would spread). */
 static bool all_finite(bench *b, const void *p, int64_t n) {
-    CML_OK_OR_DIE(cml_reduce(b->ctx, CML_REDUCE_SUM, b->sum, CML_BF16, p, CML_BF16, 1, n, 1, 0));
+    BENCH_CML_OK(cml_reduce(b->ctx, CML_REDUCE_SUM, b->sum, CML_BF16, p, CML_BF16, 1, n, 1, 0));
     uint16_t h = 0;
-    CUDA_OK(cudaStreamSynchronize(b->st));
-    CUDA_OK(cudaMemcpy(&h, b->sum, sizeof h, cudaMemcpyDeviceToHost));
+    BENCH_CUDA_OK(cudaStreamSynchronize(b->st));
+    BENCH_CUDA_OK(cudaMemcpy(&h, b->sum, sizeof h, cudaMemcpyDeviceToHost));
     return isfinite(cml_dtype_load(&h, CML_BF16, 0));
 }
 
@@ -302,7 +279,7 @@ static void time_op(bench *b, const att_opts *o, const cml_attention_desc *d, in
     cml_status (*fn)(bench *, const cml_attention_desc *) = op == OP_FWD ? call_fwd : call_fwd_bwd;
     /* outputs poisoned: 0xFF bytes are NaN in bf16 (and in the f32 lse) */
     void *outs[4] = {b->O, b->dQ, b->dK, b->dV};
-    for (int i = 0; i < (op == OP_FWD ? 1 : 4); i++) CUDA_OK(cudaMemsetAsync(outs[i], 0xFF, 2 * (size_t)n, b->st));
+    for (int i = 0; i < (op == OP_FWD ? 1 : 4); i++) BENCH_CUDA_OK(cudaMemsetAsync(outs[i], 0xFF, 2 * (size_t)n, b->st));
     const cml_status first = fn(b, d);
     if (first == CML_ERR_UNSUPPORTED || first == CML_ERR_INVALID_ARG || first == CML_ERR_DTYPE ||
         first == CML_ERR_SHAPE) { /* the library rejects the combination */
@@ -313,7 +290,7 @@ static void time_op(bench *b, const att_opts *o, const cml_attention_desc *d, in
         snprintf(r->error[op], sizeof r->error[op], "first call: %s", cml_last_error());
         return;
     }
-    CUDA_OK(cudaStreamSynchronize(b->st));
+    BENCH_CUDA_OK(cudaStreamSynchronize(b->st));
     for (int i = 0; i < (op == OP_FWD ? 1 : 4); i++)
         if (!all_finite(b, outs[i], n)) {
             snprintf(r->error[op], sizeof r->error[op], "%s has non-finite values after one call (unwritten?)",
@@ -326,7 +303,7 @@ static void time_op(bench *b, const att_opts *o, const cml_attention_desc *d, in
             snprintf(r->error[op], sizeof r->error[op], "warm-up call: %s", cml_last_error());
             return;
         }
-    CUDA_OK(cudaStreamSynchronize(b->st));
+    BENCH_CUDA_OK(cudaStreamSynchronize(b->st));
     const double per_call = (cli_now() - t0) / WARMUP;
     int reps = (int)o->reps;
     if (per_call * reps > o->max_case_seconds) {
@@ -336,9 +313,9 @@ static void time_op(bench *b, const att_opts *o, const cml_attention_desc *d, in
     float t[MAX_REPS];
     for (int i = 0; i < reps; i++) {
         flush_l2(b, i);
-        CUDA_OK(cudaEventRecord(b->ev0, b->st));
+        BENCH_CUDA_OK(cudaEventRecord(b->ev0, b->st));
         cml_status s = fn(b, d);
-        CUDA_OK(cudaEventRecord(b->ev1, b->st));
+        BENCH_CUDA_OK(cudaEventRecord(b->ev1, b->st));
         if (s != CML_OK) {
             snprintf(r->error[op], sizeof r->error[op], "timed call %d: %s", i, cml_last_error());
             return;
@@ -383,7 +360,7 @@ static FILE *json_start(const att_opts *o, const char *method, const char *extra
         return NULL;
     }
     struct cudaDeviceProp prop;
-    CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+    BENCH_CUDA_OK(cudaGetDeviceProperties(&prop, 0));
     int clock_khz = 0, rt = 0, drv = 0;
     cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
     cudaRuntimeGetVersion(&rt);
@@ -487,7 +464,7 @@ static int run_throughput(const att_opts *o) {
     bench b;
     if (!setup(&b, max_elems, max_rows)) return 1;
     struct cudaDeviceProp prop;
-    CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+    BENCH_CUDA_OK(cudaGetDeviceProperties(&prop, 0));
     printf("camel bench attention on %s (%d SMs): bf16 [B,S,H,D], B*S = %lld, hidden %lld, median of %lld timed "
            "calls (at most %.0f s a case), L2 flushed before each\n",
            prop.name, prop.multiProcessorCount, (long long)o->tokens, (long long)o->hidden, (long long)o->reps,
@@ -535,14 +512,14 @@ typedef struct tc_pools {
 static void tc_load(bench *b, const tc_pools *p, const int64_t off[4], int count) {
     void *dst[4] = {b->Q, b->K, b->V, b->dO};
     for (int i = 0; i < count; i++)
-        CUDA_OK(cudaMemcpyAsync(dst[i], (const uint16_t *)p->pool[i] + off[i], 2 * (size_t)p->elems,
+        BENCH_CUDA_OK(cudaMemcpyAsync(dst[i], (const uint16_t *)p->pool[i] + off[i], 2 * (size_t)p->elems,
                                 cudaMemcpyDeviceToDevice, b->st));
 }
 
 /* Whether element off of pool 0 (Q's) is negative: the positive control's branch. */
 static bool tc_q0_negative(const tc_pools *p, int64_t off) {
     uint16_t h = 0;
-    CUDA_OK(cudaMemcpy(&h, (const uint16_t *)p->pool[0] + off, sizeof h, cudaMemcpyDeviceToHost));
+    BENCH_CUDA_OK(cudaMemcpy(&h, (const uint16_t *)p->pool[0] + off, sizeof h, cudaMemcpyDeviceToHost));
     return (h & 0x8000u) != 0;
 }
 
@@ -579,14 +556,14 @@ static tc_result tc_measure(bench *b, const tc_pools *p, const cml_attention_des
     for (int64_t i = -warm; i < runs; i++) { /* i < 0: warm-up, untimed, alternating classes */
         const int64_t k = i < 0 ? (-i) % runs : i;
         tc_load(b, p, offs[k], inputs);
-        if (which == TC_BWD) CML_OK_OR_DIE(call_fwd(b, d)); /* O and lse of these inputs (untimed) */
+        if (which == TC_BWD) BENCH_CML_OK(call_fwd(b, d)); /* O and lse of these inputs (untimed) */
         flush_l2(b, (int)(i & 0xFF));
-        CUDA_OK(cudaEventRecord(b->ev0, b->st));
-        if (which == TC_BWD) CML_OK_OR_DIE(call_bwd(b, d));
-        else CML_OK_OR_DIE(call_fwd(b, d));
+        BENCH_CUDA_OK(cudaEventRecord(b->ev0, b->st));
+        if (which == TC_BWD) BENCH_CML_OK(call_bwd(b, d));
+        else BENCH_CML_OK(call_fwd(b, d));
         if (which == TC_CONTROL && neg[k]) /* the data-dependent branch of the positive control */
-            CUDA_OK(cudaMemsetAsync(b->flush, 0, CONTROL_BYTES, b->st));
-        CUDA_OK(cudaEventRecord(b->ev1, b->st));
+            BENCH_CUDA_OK(cudaMemsetAsync(b->flush, 0, CONTROL_BYTES, b->st));
+        BENCH_CUDA_OK(cudaEventRecord(b->ev1, b->st));
         const double ms = elapsed_ms(b);
         if (i >= 0) times[i] = ms;
     }
@@ -661,7 +638,7 @@ static int run_timing_check(const att_opts *o) {
     p.elems = elems;
     p.span = elems; /* windows of elems start anywhere in the first half of a pool of 2 * elems */
     for (int i = 0; i < 4; i++) {
-        p.pool[i] = dmalloc(2 * (size_t)(p.elems + p.span));
+        p.pool[i] = bench_dmalloc(2 * (size_t)(p.elems + p.span));
         fill_random_bf16(p.pool[i], p.elems + p.span, 1000 + (uint64_t)i);
     }
     /* the shape must be accepted before thousands of runs are made */
@@ -674,7 +651,7 @@ static int run_timing_check(const att_opts *o) {
             return 1;
         }
     }
-    CUDA_OK(cudaStreamSynchronize(b.st));
+    BENCH_CUDA_OK(cudaStreamSynchronize(b.st));
     double *times = malloc(sizeof(double) * (size_t)o->tc_runs);
     if (!times) {
         fprintf(stderr, "camel bench attention: out of host memory\n");

@@ -112,21 +112,10 @@ static bool parse_ops(const char *text, bool *want) {
 
 #include "runtime/ctx_impl.h"
 
-#define CUDA_OK(call)                                                                                    \
-    do {                                                                                                 \
-        cudaError_t e_ = (call);                                                                         \
-        if (e_ != cudaSuccess) {                                                                         \
-            fprintf(stderr, "camel bench membound: %s failed: %s\n", #call, cudaGetErrorString(e_));     \
-            exit(1);                                                                                     \
-        }                                                                                                \
-    } while (0)
-#define CML_OK(call)                                                                                     \
-    do {                                                                                                 \
-        if ((call) != CML_OK) {                                                                          \
-            fprintf(stderr, "camel bench membound: %s failed: %s\n", #call, cml_last_error());           \
-            exit(1);                                                                                     \
-        }                                                                                                \
-    } while (0)
+#define BENCH_WHO "camel bench membound"
+#define BENCH_HINT "free the GPU of other work (the input and output pools take about 4.5 GiB)"
+#include "bench_cuda.h"
+
 
 static const int64_t SHAPES[][2] = {{4096, 1024}, {4096, 4096}, {16384, 8192}, {1024, 32768}, {256, 262144}};
 enum { N_SHAPES = 5 };
@@ -228,12 +217,12 @@ static float time_cold(bench *b, call_fn fn, const void *arg) {
     float t[MAX_REPS];
     for (int i = 0; i < 3; i++) fn(b, arg, 0);
     for (int i = 0; i < b->reps; i++) {
-        CUDA_OK(cudaMemsetAsync(b->flush, i & 0xFF, FLUSH_BYTES, b->st));
-        CUDA_OK(cudaEventRecord(b->ev0, b->st));
+        BENCH_CUDA_OK(cudaMemsetAsync(b->flush, i & 0xFF, FLUSH_BYTES, b->st));
+        BENCH_CUDA_OK(cudaEventRecord(b->ev0, b->st));
         fn(b, arg, 0);
-        CUDA_OK(cudaEventRecord(b->ev1, b->st));
-        CUDA_OK(cudaEventSynchronize(b->ev1));
-        CUDA_OK(cudaEventElapsedTime(&t[i], b->ev0, b->ev1));
+        BENCH_CUDA_OK(cudaEventRecord(b->ev1, b->st));
+        BENCH_CUDA_OK(cudaEventSynchronize(b->ev1));
+        BENCH_CUDA_OK(cudaEventElapsedTime(&t[i], b->ev0, b->ev1));
     }
     return median(t, b->reps);
 }
@@ -243,7 +232,7 @@ static void block_stream(bench *b, double ms) {
     int f = (int)ceil(ms / b->fill_ms);
     if (f < 1) f = 1;
     if (f > MAX_FILLS) f = MAX_FILLS;
-    for (int i = 0; i < f; i++) CUDA_OK(cudaMemsetAsync(b->flush, i & 0xFF, FLUSH_BYTES, b->st));
+    for (int i = 0; i < f; i++) BENCH_CUDA_OK(cudaMemsetAsync(b->flush, i & 0xFF, FLUSH_BYTES, b->st));
 }
 
 typedef struct steady_info {
@@ -254,13 +243,13 @@ typedef struct steady_info {
  * est_ms (a guess of one call's time) sizes the batch. */
 static float time_steady(bench *b, call_fn fn, const void *arg, int sets, double est_ms, steady_info *info) {
     for (int s = 0; s < sets; s++) fn(b, arg, s); /* warm-up: every set once */
-    CUDA_OK(cudaStreamSynchronize(b->st));
+    BENCH_CUDA_OK(cudaStreamSynchronize(b->st));
     /* host time to queue one call (the GPU is idle, so only a synchronous op waits here) */
     const int probe = sets > 4 ? sets : 4;
     const double h0 = cli_now();
     for (int i = 0; i < probe; i++) fn(b, arg, i % sets);
     const double host_ms = (cli_now() - h0) * 1e3 / probe;
-    CUDA_OK(cudaStreamSynchronize(b->st));
+    BENCH_CUDA_OK(cudaStreamSynchronize(b->st));
     int calls = (int)ceil(BATCH_MS / (est_ms > 1e-4 ? est_ms : 1e-4));
     if (calls < 2 * sets) calls = 2 * sets;
     calls = (calls + sets - 1) / sets * sets;
@@ -268,11 +257,11 @@ static float time_steady(bench *b, call_fn fn, const void *arg, int sets, double
     float t[MAX_BATCHES];
     for (int k = 0; k < b->batches; k++) {
         block_stream(b, 1.5 * calls * host_ms + 0.05);
-        CUDA_OK(cudaEventRecord(b->ev0, b->st));
+        BENCH_CUDA_OK(cudaEventRecord(b->ev0, b->st));
         for (int i = 0; i < calls; i++) fn(b, arg, i % sets);
-        CUDA_OK(cudaEventRecord(b->ev1, b->st));
-        CUDA_OK(cudaEventSynchronize(b->ev1));
-        CUDA_OK(cudaEventElapsedTime(&t[k], b->ev0, b->ev1));
+        BENCH_CUDA_OK(cudaEventRecord(b->ev1, b->st));
+        BENCH_CUDA_OK(cudaEventSynchronize(b->ev1));
+        BENCH_CUDA_OK(cudaEventElapsedTime(&t[k], b->ev0, b->ev1));
         t[k] /= (float)calls;
     }
     info->sets = sets;
@@ -280,12 +269,12 @@ static float time_steady(bench *b, call_fn fn, const void *arg, int sets, double
     return median(t, b->batches);
 }
 
-static void call_op(bench *b, const void *arg, int set) { CML_OK(run_op(b, (const run_args *)arg, set)); }
+static void call_op(bench *b, const void *arg, int set) { BENCH_CML_OK(run_op(b, (const run_args *)arg, set)); }
 
 /* A device-to-device copy of `bytes` (a multiple of 16) per call; set s at s * bytes into the pools. */
 static void call_copy(bench *b, const void *arg, int set) {
     const size_t bytes = *(const size_t *)arg;
-    CUDA_OK(cudaMemcpyAsync((char *)b->y + (size_t)set * bytes, (const char *)b->x[0] + (size_t)set * bytes, bytes,
+    BENCH_CUDA_OK(cudaMemcpyAsync((char *)b->y + (size_t)set * bytes, (const char *)b->x[0] + (size_t)set * bytes, bytes,
                             cudaMemcpyDeviceToDevice, b->st));
 }
 
@@ -332,12 +321,6 @@ static copy_ref copy_at(bench *b, double bytes, int modes) {
 
 /* ---- set-up ---------------------------------------------------------------------------------- */
 
-static void *dmalloc(size_t n) {
-    void *p = NULL;
-    CUDA_OK(cudaMalloc(&p, n));
-    return p;
-}
-
 /* Fills n f32 elements of dst with uniform random values in [lo, hi), 16M at a time from the host. */
 static void fill_random_f32(float *dst, int64_t n, uint64_t seed, float lo, float hi) {
     const int64_t block = (int64_t)1 << 24;
@@ -352,13 +335,13 @@ static void fill_random_f32(float *dst, int64_t n, uint64_t seed, float lo, floa
         h[i] = lo + (hi - lo) * (float)((s * 0x2545F4914F6CDD1Dull) >> 40) * (1.0f / 16777216.0f);
     }
     for (int64_t i = 0; i < n; i += block)
-        CUDA_OK(cudaMemcpy(dst + i, h, sizeof(float) * (size_t)(n - i < block ? n - i : block), cudaMemcpyHostToDevice));
+        BENCH_CUDA_OK(cudaMemcpy(dst + i, h, sizeof(float) * (size_t)(n - i < block ? n - i : block), cudaMemcpyHostToDevice));
     free(h);
 }
 
 static void to_bf16(bench *b, void *dst, const void *src, int64_t n) {
     cml_layout l = {1, {n}, {1}};
-    CML_OK(cml_copy(b->ctx, dst, &l, CML_BF16, src, &l, CML_F32));
+    BENCH_CML_OK(cml_copy(b->ctx, dst, &l, CML_BF16, src, &l, CML_F32));
 }
 
 static void setup(bench *b) {
@@ -369,52 +352,52 @@ static void setup(bench *b) {
         exit(1);
     }
     b->st = (cudaStream_t)cml_ctx_stream(b->ctx);
-    CUDA_OK(cudaEventCreate(&b->ev0));
-    CUDA_OK(cudaEventCreate(&b->ev1));
+    BENCH_CUDA_OK(cudaEventCreate(&b->ev0));
+    BENCH_CUDA_OK(cudaEventCreate(&b->ev1));
     int l2 = 0;
-    CUDA_OK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+    BENCH_CUDA_OK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
     b->l2_bytes = l2 > 0 ? (double)l2 : 50e6;
-    b->flush = dmalloc(FLUSH_BYTES);
-    b->x[0] = dmalloc(sizeof(float) * (size_t)POOL_ELEMS); /* also the flat 1 GiB sum's input */
-    b->dy[0] = dmalloc(sizeof(float) * (size_t)POOL_ELEMS);
-    b->x[1] = dmalloc(2 * (size_t)POOL_ELEMS);
-    b->dy[1] = dmalloc(2 * (size_t)POOL_ELEMS);
-    b->y = dmalloc(sizeof(float) * (size_t)POOL_ELEMS);
+    b->flush = bench_dmalloc(FLUSH_BYTES);
+    b->x[0] = bench_dmalloc(sizeof(float) * (size_t)POOL_ELEMS); /* also the flat 1 GiB sum's input */
+    b->dy[0] = bench_dmalloc(sizeof(float) * (size_t)POOL_ELEMS);
+    b->x[1] = bench_dmalloc(2 * (size_t)POOL_ELEMS);
+    b->dy[1] = bench_dmalloc(2 * (size_t)POOL_ELEMS);
+    b->y = bench_dmalloc(sizeof(float) * (size_t)POOL_ELEMS);
     fill_random_f32(b->x[0], POOL_ELEMS, 1, -3.0f, 3.0f);
     fill_random_f32(b->dy[0], POOL_ELEMS, 2, -1.0f, 1.0f);
     to_bf16(b, b->x[1], b->x[0], POOL_ELEMS);
     to_bf16(b, b->dy[1], b->dy[0], POOL_ELEMS);
     for (int d = 0; d < 2; d++) {
-        b->gamma[d] = dmalloc(sizeof(float) * MAX_COLS);
-        b->beta[d] = dmalloc(sizeof(float) * MAX_COLS);
+        b->gamma[d] = bench_dmalloc(sizeof(float) * MAX_COLS);
+        b->beta[d] = bench_dmalloc(sizeof(float) * MAX_COLS);
     }
     fill_random_f32(b->gamma[0], MAX_COLS, 3, 0.5f, 1.5f);
     fill_random_f32(b->beta[0], MAX_COLS, 4, -0.5f, 0.5f);
     to_bf16(b, b->gamma[1], b->gamma[0], MAX_COLS);
     to_bf16(b, b->beta[1], b->beta[0], MAX_COLS);
-    b->dgamma = dmalloc(sizeof(float) * POOL_COLS);
-    b->dbeta = dmalloc(sizeof(float) * POOL_COLS);
-    b->mean = dmalloc(sizeof(float) * POOL_ROWS);
-    b->rstd = dmalloc(sizeof(float) * POOL_ROWS);
-    b->loss = dmalloc(sizeof(float) * POOL_ROWS);
-    b->dloss = dmalloc(sizeof(float) * POOL_ROWS);
-    b->targets = dmalloc(sizeof(int64_t) * POOL_ROWS);
-    b->scale = dmalloc(2 * sizeof(float));
+    b->dgamma = bench_dmalloc(sizeof(float) * POOL_COLS);
+    b->dbeta = bench_dmalloc(sizeof(float) * POOL_COLS);
+    b->mean = bench_dmalloc(sizeof(float) * POOL_ROWS);
+    b->rstd = bench_dmalloc(sizeof(float) * POOL_ROWS);
+    b->loss = bench_dmalloc(sizeof(float) * POOL_ROWS);
+    b->dloss = bench_dmalloc(sizeof(float) * POOL_ROWS);
+    b->targets = bench_dmalloc(sizeof(int64_t) * POOL_ROWS);
+    b->scale = bench_dmalloc(2 * sizeof(float));
     b->amax = b->scale + 1;
     fill_random_f32(b->mean, POOL_ROWS, 5, -0.1f, 0.1f);
     fill_random_f32(b->rstd, POOL_ROWS, 6, 0.5f, 2.0f);
     fill_random_f32(b->dloss, POOL_ROWS, 7, 0.5f, 1.5f);
     const float scale = FP8_SCALE;
-    CUDA_OK(cudaMemcpy(b->scale, &scale, sizeof scale, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaDeviceSynchronize());
+    BENCH_CUDA_OK(cudaMemcpy(b->scale, &scale, sizeof scale, cudaMemcpyHostToDevice));
+    BENCH_CUDA_OK(cudaDeviceSynchronize());
     /* one 256 MB memset's time, for block_stream */
-    for (int i = 0; i < 2; i++) CUDA_OK(cudaMemsetAsync(b->flush, 0, FLUSH_BYTES, b->st));
-    CUDA_OK(cudaEventRecord(b->ev0, b->st));
-    for (int i = 0; i < 8; i++) CUDA_OK(cudaMemsetAsync(b->flush, i, FLUSH_BYTES, b->st));
-    CUDA_OK(cudaEventRecord(b->ev1, b->st));
-    CUDA_OK(cudaEventSynchronize(b->ev1));
+    for (int i = 0; i < 2; i++) BENCH_CUDA_OK(cudaMemsetAsync(b->flush, 0, FLUSH_BYTES, b->st));
+    BENCH_CUDA_OK(cudaEventRecord(b->ev0, b->st));
+    for (int i = 0; i < 8; i++) BENCH_CUDA_OK(cudaMemsetAsync(b->flush, i, FLUSH_BYTES, b->st));
+    BENCH_CUDA_OK(cudaEventRecord(b->ev1, b->st));
+    BENCH_CUDA_OK(cudaEventSynchronize(b->ev1));
     float ms = 0;
-    CUDA_OK(cudaEventElapsedTime(&ms, b->ev0, b->ev1));
+    BENCH_CUDA_OK(cudaEventElapsedTime(&ms, b->ev0, b->ev1));
     b->fill_ms = ms / 8 > 0.01 ? ms / 8 : 0.01;
 }
 
@@ -426,7 +409,7 @@ static void set_targets(bench *b, int64_t cols) {
         s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
         h[i] = (int64_t)((s * 0x2545F4914F6CDD1Dull >> 33) % (uint64_t)cols);
     }
-    CUDA_OK(cudaMemcpy(b->targets, h, sizeof h, cudaMemcpyHostToDevice));
+    BENCH_CUDA_OK(cudaMemcpy(b->targets, h, sizeof h, cudaMemcpyHostToDevice));
 }
 
 /* ---- output ------------------------------------------------------------------------------------ */
@@ -456,12 +439,12 @@ static void write_json(const char *path, const record *r, int n, copy_ref copy1g
         exit(1);
     }
     struct cudaDeviceProp p;
-    CUDA_OK(cudaGetDeviceProperties(&p, 0));
+    BENCH_CUDA_OK(cudaGetDeviceProperties(&p, 0));
     int clock_khz = 0, mem_khz = 0, rt = 0, drv = 0;
-    CUDA_OK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
-    CUDA_OK(cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, 0));
-    CUDA_OK(cudaRuntimeGetVersion(&rt));
-    CUDA_OK(cudaDriverGetVersion(&drv));
+    BENCH_CUDA_OK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+    BENCH_CUDA_OK(cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, 0));
+    BENCH_CUDA_OK(cudaRuntimeGetVersion(&rt));
+    BENCH_CUDA_OK(cudaDriverGetVersion(&drv));
     char date[32];
     time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
