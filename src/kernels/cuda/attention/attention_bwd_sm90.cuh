@@ -93,14 +93,12 @@ typedef struct cml__att90b_params {
  *   PROF:      clock64 intervals of the phases of one thread per role, summed per CTA into p.prof;
  *   UNORDERED: dQ partials added with no key-block order (no semaphores): NOT deterministic, only
  *              to measure what the fixed order costs;
- *   SPLIT:     (session 7) S^T and dP^T committed as two groups: P^T (exp, mask) under dP^T;
- *   DQFIRST:   (session 7) the deferred dQ product committed first, dV + dK as a second group, the
- *              dQ hand-off (dq_empty wait, store, dq_full) under dV / dK;
- *   NOPP:      no ping-pong turns (FA3 has none);
  *   EARLYREL:  (session 7) the Q / dO stage released as soon as dV and dK are done (not after the dQ
- *              hand-off), except on a tile's last step (K, V stay until its own dQ product). */
-enum { CML_ATT90B_V_PROF = 1, CML_ATT90B_V_UNORDERED = 2, CML_ATT90B_V_SPLIT = 4, CML_ATT90B_V_DQFIRST = 8,
-       CML_ATT90B_V_NOPP = 16, CML_ATT90B_V_EARLYREL = 32 };
+ *              hand-off), except on a tile's last step (K, V stay until its own dQ product).
+ * Session 7 also measured FlashAttention-3's intra-warpgroup overlap (S^T and dP^T as two groups,
+ * the deferred dQ product first) and no ping-pong as variants here: none was faster
+ * (dev/attention_sm90/README.md, session 7; their code is in git history at 475ee1f). */
+enum { CML_ATT90B_V_PROF = 1, CML_ATT90B_V_UNORDERED = 2, CML_ATT90B_V_EARLYREL = 32 };
 
 /* Phase timer (VAR & PROF): lap(slot) adds the cycles since the last lap to counter slot. */
 template <int VAR>
@@ -514,44 +512,6 @@ static __device__ __forceinline__ void cml__att90b_p_ds(uint32_t *pa, uint32_t *
     }
 }
 
-/* The two halves of cml__att90b_p_ds, element for element the same operations (the same bits):
- * P^T (exp, mask) as soon as S^T is done, dS^T once dP^T is. */
-template <int DT, int BM>
-static __device__ __forceinline__ void cml__att90b_p(uint32_t *pa, float *st, const float *lse_s, bool mask, int key_a,
-                                                     int qcol0, int Sk, int causal, int off, float scale_log2) {
-#pragma unroll
-    for (int q = 0; q < BM / 8; q++) {
-        const int col = 8 * q + qcol0;
-        const float2 l2 = *(const float2 *)(lse_s + col);
-#pragma unroll
-        for (int r = 0; r < 2; r++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int idx = 4 * q + 2 * r + e;
-                float pv = cml__att90_ex2(fmaf(st[idx], scale_log2, -(e ? l2.y : l2.x)));
-                if (mask) {
-                    const int key = key_a + 8 * r, qi = col + e;
-                    if (key >= Sk || (causal && key > qi + off)) pv = 0.0f;
-                }
-                st[idx] = pv;
-            }
-        pa[2 * q] = cml__att90_pack<DT>(st[4 * q], st[4 * q + 1]);
-        pa[2 * q + 1] = cml__att90_pack<DT>(st[4 * q + 2], st[4 * q + 3]);
-    }
-}
-template <int DT, int BM>
-static __device__ __forceinline__ void cml__att90b_ds(uint32_t *ds, const float *st, float *dpt, const float *di_s,
-                                                      int qcol0) {
-#pragma unroll
-    for (int q = 0; q < BM / 8; q++) {
-        const float2 dd = *(const float2 *)(di_s + 8 * q + qcol0);
-#pragma unroll
-        for (int i = 0; i < 4; i++) dpt[4 * q + i] = st[4 * q + i] * (dpt[4 * q + i] - (i & 1 ? dd.y : dd.x));
-        ds[2 * q] = cml__att90_pack<DT>(dpt[4 * q], dpt[4 * q + 1]);
-        ds[2 * q + 1] = cml__att90_pack<DT>(dpt[4 * q + 2], dpt[4 * q + 3]);
-    }
-}
-
 /* dS^T rows key_loc, key_loc + 8 of the tile (BN rows, BM / 64 column blocks, 128-byte swizzle). */
 template <int BM>
 static __device__ __forceinline__ void cml__att90b_store_ds(uint8_t *dsb, const uint32_t *ds, int key_loc, int lane) {
@@ -635,8 +595,6 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     typedef cml__att90b_smem<D, BM, ST, NDQ> sm;
     const int BN = CML_ATT90B_BN;
-    const bool SPLIT = (VAR & CML_ATT90B_V_SPLIT) != 0, DQFIRST = (VAR & CML_ATT90B_V_DQFIRST) != 0;
-    const bool PP = (VAR & CML_ATT90B_V_NOPP) == 0; /* ping-pong turns */
     const bool EARLYREL = (VAR & CML_ATT90B_V_EARLYREL) != 0;
     extern __shared__ uint8_t cml__att90b_smem_raw[];
     /* aligned by pointer arithmetic on the __shared__ array (not through an integer), so that the
@@ -688,7 +646,7 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
         cml__att90b_prof<VAR> pf; /* slots 20 consumer + 0..17: the phases below */
         pf.init(threadIdx.x % 128 == 0 ? p.prof : NULL);
         const int ps = 20 * consumer;
-        if (PP && consumer == 1) cml__att90_bar_arrive(1, 256); /* ping-pong: consumer 0 issues first */
+        if (consumer == 1) cml__att90_bar_arrive(1, 256); /* ping-pong: consumer 0 issues first */
         for (int it = 0;; it++) {
             const int s = it % ST;
             cml__mbar_wait(&q_full[s], (it / ST) & 1); /* Q, lse2 of step it (and its description) */
@@ -726,38 +684,23 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
             uint32_t pa[BM / 4], ds[BM / 4];
             /* ping-pong: the consumers take turns issuing their products (named barriers 1, 2), so
              * that one's exp and dS work runs under the other's products */
-            if (PP) cml__att90_bar_sync(1 + consumer, 256);
+            cml__att90_bar_sync(1 + consumer, 256);
             pf.lap(ps + 2);
             cml__wgmma_fence();
             cml__att90b_mma_nt<DT, D, BM, BN>(st, k_addr + consumer * 64 * 128, q_addr); /* S^T = K Q^T */
-            if (SPLIT) cml__wgmma_commit();
             cml__mbar_wait(&do_full[s], (it / ST) & 1); /* dO, Di */
             pf.lap(ps + 3);
             cml__att90b_mma_nt<DT, D, BM, BN>(dpt, v_addr + consumer * 64 * 128, do_addr); /* dP^T = V dO^T */
             cml__wgmma_commit();
-            if (PP) cml__att90_bar_arrive(2 - consumer, 256);
+            cml__att90_bar_arrive(2 - consumer, 256);
             pf.lap(ps + 4);
-            if (SPLIT) { /* P^T under dP^T */
-                cml__wgmma_wait<1>();
-                cml__wgmma_reg_fence<BM / 2>(st);
-                pf.lap(ps + 5);
-                cml__att90b_p<DT, BM>(pa, st, lse_all + s * BM, mask, j0 + key_loc - i0, qcol0, p.Sk - i0, p.causal,
-                                      off, p.scale_log2);
-                pf.lap(ps + 6);
-                cml__wgmma_wait<0>();
-                cml__wgmma_reg_fence<BM / 2>(dpt);
-                pf.lap(ps + 18);
-                cml__att90b_ds<DT, BM>(ds, st, dpt, di_all + s * BM, qcol0);
-                pf.lap(ps + 6);
-            } else {
-                cml__wgmma_wait<0>();
-                cml__wgmma_reg_fence<BM / 2>(st);
-                cml__wgmma_reg_fence<BM / 2>(dpt);
-                pf.lap(ps + 5);
-                cml__att90b_p_ds<DT, BM>(pa, ds, st, dpt, lse_all + s * BM, di_all + s * BM, mask, j0 + key_loc - i0,
-                                         qcol0, p.Sk - i0, p.causal, off, p.scale_log2);
-                pf.lap(ps + 6);
-            }
+            cml__wgmma_wait<0>();
+            cml__wgmma_reg_fence<BM / 2>(st);
+            cml__wgmma_reg_fence<BM / 2>(dpt);
+            pf.lap(ps + 5);
+            cml__att90b_p_ds<DT, BM>(pa, ds, st, dpt, lse_all + s * BM, di_all + s * BM, mask, j0 + key_loc - i0,
+                                     qcol0, p.Sk - i0, p.causal, off, p.scale_log2);
+            pf.lap(ps + 6);
             /* dS^T of this step into buffer it % 2, once both consumers' dQ products of step it - 2
              * are done with it; then published to both (ds_full) */
             const int buf = it & 1;
@@ -770,37 +713,16 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
             pf.lap(ps + 8);
             /* dV, dK, and the dQ product of the last step (the other consumer wrote its half of that
              * dS^T a step ago, so the two need not run in lockstep) */
-            if (prev_idx >= 0 && DQFIRST) {
-                /* the dQ product first, as its own group: its hand-off to the writers (dq_empty
-                 * wait, store, dq_full) runs under dV and dK */
+            if (prev_idx >= 0) {
                 float dq[32];
-                if (PP) cml__att90_bar_sync(1 + consumer, 256);
-                pf.lap(ps + 9);
-                cml__att90b_dq_issue<DT, D, BM, ST, NDQ>(dq, smem, it - 1, consumer, k_addr); /* fences first */
-                cml__wgmma_commit();
-                cml__att90b_mma_rs<DT, D, BM>(dv, pa, do_addr); /* dV += P^T dO */
-                cml__att90b_mma_rs<DT, D, BM>(dk, ds, q_addr);  /* dK += dS^T Q */
-                cml__wgmma_commit();
-                if (PP) cml__att90_bar_arrive(2 - consumer, 256);
-                pf.lap(ps + 10);
-                cml__wgmma_wait<1>();
-                pf.lap(ps + 11);
-                cml__att90b_dq_finish<D, BM, ST, NDQ, VAR>(dq, smem, it - 1, prev_idx, prev_rank, it_dq, consumer, lane,
-                                                           pf, ps + 12);
-                pf.lap(ps + 14);
-                cml__wgmma_wait<0>();
-                if (EARLYREL && !last) cml__mbar_arrive(&qd_empty[s]); /* Q, dO, lse2, Di of stage s are read */
-                pf.lap(ps + 19);
-            } else if (prev_idx >= 0) {
-                float dq[32];
-                if (PP) cml__att90_bar_sync(1 + consumer, 256);
+                cml__att90_bar_sync(1 + consumer, 256);
                 pf.lap(ps + 9);
                 cml__wgmma_fence();
                 cml__att90b_mma_rs<DT, D, BM>(dv, pa, do_addr); /* dV += P^T dO */
                 cml__att90b_mma_rs<DT, D, BM>(dk, ds, q_addr);  /* dK += dS^T Q */
                 cml__att90b_dq_issue<DT, D, BM, ST, NDQ>(dq, smem, it - 1, consumer, k_addr);
                 cml__wgmma_commit();
-                if (PP) cml__att90_bar_arrive(2 - consumer, 256);
+                cml__att90_bar_arrive(2 - consumer, 256);
                 pf.lap(ps + 10);
                 cml__wgmma_wait<0>();
                 if (EARLYREL && !last) cml__mbar_arrive(&qd_empty[s]); /* Q, dO, lse2, Di of stage s are read */
@@ -809,13 +731,13 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
                                                            pf, ps + 12);
                 pf.lap(ps + 14);
             } else {
-                if (PP) cml__att90_bar_sync(1 + consumer, 256);
+                cml__att90_bar_sync(1 + consumer, 256);
                 pf.lap(ps + 9);
                 cml__wgmma_fence();
                 cml__att90b_mma_rs<DT, D, BM>(dv, pa, do_addr);
                 cml__att90b_mma_rs<DT, D, BM>(dk, ds, q_addr);
                 cml__wgmma_commit();
-                if (PP) cml__att90_bar_arrive(2 - consumer, 256);
+                cml__att90_bar_arrive(2 - consumer, 256);
                 pf.lap(ps + 10);
                 cml__wgmma_wait<0>();
                 if (EARLYREL && !last) cml__mbar_arrive(&qd_empty[s]);
@@ -846,7 +768,7 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
             pf.lap(ps + 16);
             pf.count(ps + 17);
         }
-        if (PP && consumer == 0) cml__att90_bar_sync(1, 256); /* consumer 1's last hand-over */
+        if (consumer == 0) cml__att90_bar_sync(1, 256); /* consumer 1's last hand-over */
     }
 #endif
 }
