@@ -108,6 +108,24 @@ cml_status cml__cuda_memset(cml_ctx *ctx, void *dst, int byte, size_t nbytes) {
     return CML_OK;
 }
 
+cml_status cml__cuda_zeroed(cml_ctx *ctx, size_t bytes, const char *fn, void **out) {
+    if (bytes > ctx->zeroed_size) {
+        const size_t want = bytes > 16384 ? bytes : 16384;
+        void *p = NULL;
+        CML_TRY(ctx->alloc->alloc(ctx->alloc->state, &p, want, ctx->stream));
+        const cudaError_t e = cudaMemsetAsync(p, 0, want, (cudaStream_t)ctx->stream);
+        if (e != cudaSuccess) {
+            ctx->alloc->free(ctx->alloc->state, p, want, ctx->stream);
+            return cml__cuda_error((int)e, fn, "cudaMemsetAsync (the context's zeroed words)");
+        }
+        if (ctx->zeroed) ctx->alloc->free(ctx->alloc->state, ctx->zeroed, ctx->zeroed_size, ctx->stream);
+        ctx->zeroed = p;
+        ctx->zeroed_size = want;
+    }
+    *out = ctx->zeroed;
+    return CML_OK;
+}
+
 #else /* no CUDA in this build */
 
 static cml_status no_cuda(const char *fn) {
@@ -129,5 +147,6 @@ cml_status cml__cuda_memcpy(cml_ctx *ctx, void *dst, const void *src, size_t nby
     return no_cuda(fn);
 }
 cml_status cml__cuda_memset(cml_ctx *ctx, void *dst, int byte, size_t nbytes) { return no_cuda("cml__cuda_memset"); }
+cml_status cml__cuda_zeroed(cml_ctx *ctx, size_t bytes, const char *fn, void **out) { return no_cuda(fn); }
 
 #endif

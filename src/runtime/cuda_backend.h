@@ -60,6 +60,12 @@ cml_status cml__cuda_memcpy(cml_ctx *ctx, void *dst, const void *src, size_t nby
 
 /* Sets nbytes of device memory to `byte` on ctx's stream (no synchronization). */
 cml_status cml__cuda_memset(cml_ctx *ctx, void *dst, int byte, size_t nbytes);
+/* At least `bytes` of device memory that holds zeros for the next kernel on ctx's stream: the
+ * context's zeroed block (ctx->zeroed), set to 0 once when it is (re)allocated. Every kernel that
+ * uses words of it leaves them 0 when it ends (the arrival counters of split reductions and split-K
+ * GEMMs: the last arriver resets its counter), so no call needs a memset of its own. Grown on
+ * demand, the old block freed in stream order. fn names the caller in errors. */
+cml_status cml__cuda_zeroed(cml_ctx *ctx, size_t bytes, const char *fn, void **out);
 
 #ifdef __cplusplus
 }

@@ -110,17 +110,15 @@ static cml_status output_map(CUtensorMap *map, const cml_gemm_desc *d, void *D) 
                         dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, fn);
 }
 
-/* A K split's workspace: per 64-row half tile, `splits` f32 partials of 64 x bn and an arrival
- * counter (cml__sm90_problem.partials, .arrivals). */
+/* A K split's workspace: per 64-row half tile, `splits` f32 partials of 64 x bn
+ * (cml__sm90_problem.partials); its arrival counters (.arrivals, one a half tile) are the
+ * context's zeroed words (cml__cuda_zeroed), which the kernel leaves 0. */
 static size_t splitk_halves(const cml_gemm_desc *d, const cml__gemm_sm90_config *c) {
     return (size_t)d->batch * (size_t)((d->M + c->rows - 1) / c->rows) * (size_t)((d->N + c->bn - 1) / c->bn) *
            (size_t)(c->rows / 64);
 }
-static size_t splitk_counters_offset(const cml_gemm_desc *d, const cml__gemm_sm90_config *c) {
-    return splitk_halves(d, c) * (size_t)c->splits * 64 * (size_t)c->bn * sizeof(float);
-}
 static size_t splitk_bytes(const cml_gemm_desc *d, const cml__gemm_sm90_config *c) {
-    return c->splits > 1 ? splitk_counters_offset(d, c) + splitk_halves(d, c) * sizeof(int) : 0;
+    return c->splits > 1 ? splitk_halves(d, c) * (size_t)c->splits * 64 * (size_t)c->bn * sizeof(float) : 0;
 }
 
 /* ---- launch ----------------------------------------------------------------------------- */
@@ -187,10 +185,11 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
     p.split_kb = (p.k_blocks + splits - 1) / splits;
     p.partials = NULL;
     p.arrivals = NULL;
-    if (splits > 1) { /* partials and zeroed arrival counters in ws (splitk_bytes) */
+    if (splits > 1) { /* partials in ws (splitk_bytes), counters that are 0 and that the kernel leaves 0 */
         p.partials = ws;
-        p.arrivals = (int *)((uint8_t *)ws + splitk_counters_offset(d, pc));
-        CML_CUDA_TRY(fn, cudaMemsetAsync(p.arrivals, 0, splitk_halves(d, pc) * sizeof(int), cml__stream(ctx)));
+        void *counters = NULL;
+        CML_TRY(cml__cuda_zeroed(ctx, splitk_halves(d, pc) * sizeof(int), fn, &counters));
+        p.arrivals = (int *)counters;
     }
     const cml__gemm_epi epi = cml__gemm_epi_make(d, D, C);
     /* not when D's batches are one matrix (stride_d = 0 would make them race) */
@@ -243,7 +242,8 @@ extern "C" bool cml__gemm_sm90_config_valid(const cml_gemm_desc *d, const cml__g
  * 64-deep K block of a 128 x 256 tile (~0.56 us on an H100): waves of tiles times the tile's K
  * blocks (narrower tiles do a little less work per block of shared-memory traffic: ~3% at 192,
  * ~8% at 128) plus ~2 blocks of per-tile overhead; a split adds its f32 partials' traffic
- * (written and read back once, mostly in L2) and the memset of its counters. Splitting pays off
+ * (written and read back once, mostly in L2) and a fixed 1.5 us (fitted when each call also
+ * cleared its counters with a memset, which it no longer does; not re-fitted). Splitting pays off
  * where the tiles cannot fill the machine (e.g. 768 x 768 x 8192, a weight gradient). */
 static cml__gemm_sm90_config estimate(const cml_ctx *ctx, const cml_gemm_desc *d, int kind) {
     int sms = cml__cuda_sm_count(ctx->device.index);

@@ -71,9 +71,9 @@ typedef struct cml__sm90_problem {
     /* split K (splits > 1; 0 or 1: none): K blocks [s * split_kb, (s + 1) * split_kb) of every
      * tile go to split s (tile index b * splits + s in the batch dimension). Each 64-row half
      * tile h has `splits` f32 partials (partials + (h * splits + s) * 64 * BN) and an arrival
-     * counter (arrivals[h], zero before the launch): every split stores its partial and counts
-     * itself in; the one that arrives last adds all partials in split order and runs the
-     * epilogue. Nobody waits (no co-residency needed) and the sum's order is fixed whoever
+     * counter (arrivals[h], zero before the launch, and zero again after it: the last arriver
+     * resets it): every split stores its partial and counts itself in; the one that arrives
+     * last adds all partials in split order and runs the epilogue. Nobody waits (no co-residency needed) and the sum's order is fixed whoever
      * arrives last: bitwise reproducible. */
     int splits, split_kb;
     float *partials;
@@ -340,6 +340,7 @@ static __device__ __forceinline__ bool cml__sm90_split_gather(float *acc, float 
         const int before = atomicAdd(arrival, 1);
         __threadfence(); /* acquire the others' partials when last */
         *last_word = before == splits - 1;
+        if (before == splits - 1) *arrival = 0; /* every split has counted in: 0 for the next launch */
     }
     cml__sm90_consumer_sync(consumer);
     const bool last = __shfl_sync(0xffffffffu, *(volatile int *)last_word, 0) != 0; /* warp-uniform */

@@ -14,7 +14,7 @@
  * state in the context's workspace and counts itself in on the output's
  * arrival counter (an integer atomic after a threadfence); the block that
  * arrives last merges all the output's partials in chunk order and sets the
- * counter back to 0. The counters live in ctx->zeroed, set to 0 once when
+ * counter back to 0. The counters live in the context's zeroed words (cml__cuda_zeroed), set to 0 once when
  * allocated, so no memset and no second kernel runs per call (the second,
  * ordering kernel cost about 1% of the 1 GiB flat sum: 356 us).
  *
@@ -323,25 +323,9 @@ static cml_status launched(const char *kernel, cml_dtype dt, long long n, unsign
     return cml__cuda_check_launch(FN, kernel, cml_dtype_name(dt), n, grid, block);
 }
 
-/* `count` arrival counters that are 0 (ctx->zeroed: set to 0 when allocated, and every kernel
- * leaves them 0). Grown on demand; the old block is freed in stream order. */
+/* `count` arrival counters that are 0 (cml__cuda_zeroed: every kernel leaves them 0). */
 static cml_status arrival_counters(cml_ctx *ctx, long long count, unsigned **out) {
-    const size_t bytes = (size_t)count * sizeof(unsigned);
-    if (bytes > ctx->zeroed_size) {
-        const size_t want = bytes > 16384 ? bytes : 16384;
-        void *p = NULL;
-        CML_TRY(ctx->alloc->alloc(ctx->alloc->state, &p, want, ctx->stream));
-        const cudaError_t e = cudaMemsetAsync(p, 0, want, cml__stream(ctx));
-        if (e != cudaSuccess) {
-            ctx->alloc->free(ctx->alloc->state, p, want, ctx->stream);
-            return cml__cuda_error((int)e, FN, "cudaMemsetAsync (the arrival counters)");
-        }
-        if (ctx->zeroed) ctx->alloc->free(ctx->alloc->state, ctx->zeroed, ctx->zeroed_size, ctx->stream);
-        ctx->zeroed = p;
-        ctx->zeroed_size = want;
-    }
-    *out = (unsigned *)ctx->zeroed;
-    return CML_OK;
+    return cml__cuda_zeroed(ctx, (size_t)count * sizeof(unsigned), FN, (void **)out);
 }
 
 template <int DT, int OP>
