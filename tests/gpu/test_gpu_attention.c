@@ -28,6 +28,7 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <time.h>
 
+#include "attention_places.h"
 #include "gpu_row_util.h"
 
 #ifndef CML_HAVE_CUDA
@@ -46,40 +47,6 @@ static int n_fwd_auto, n_fwd_sm90, n_fwd_sm90_runs;
 static int n_bwd_auto, n_bwd_mma, n_bwd_wide, n_bwd_wide_mma, n_bwd_wide_sm90, n_bwd_sm90;
 
 
-/* ---- placements: element (b, s, h, d) at b st[0] + s st[1] + h st[2] + d ------------------------- */
-
-typedef struct place {
-    int64_t st[3];
-    int64_t n; /* elements the buffer holds */
-} place;
-
-enum { LAYOUT_BSHD, LAYOUT_BHSD, LAYOUT_BSHD_PAD8, LAYOUT_BHSD_ODD, N_LAYOUTS };
-static const char *const LAYOUT_NAME[N_LAYOUTS] = {"bshd", "bhsd", "bshd+pad8", "bhsd+odd"};
-
-static place make_place(int layout, int64_t B, int64_t S, int64_t H, int64_t D) {
-    place p;
-    switch (layout) {
-    case LAYOUT_BSHD:
-        p.st[2] = D, p.st[1] = H * D, p.st[0] = S * H * D;
-        break;
-    case LAYOUT_BHSD:
-        p.st[1] = D, p.st[2] = S * D, p.st[0] = H * S * D;
-        break;
-    case LAYOUT_BSHD_PAD8: /* rows D + 8 apart, more between positions and batches: multiples of 8 when D is */
-        p.st[2] = D + 8, p.st[1] = H * (D + 8) + 8, p.st[0] = S * p.st[1] + 16;
-        break;
-    default: /* odd strides: no vector loads */
-        p.st[1] = D + 3, p.st[2] = S * (D + 3) + 1, p.st[0] = H * p.st[2] + 5;
-        break;
-    }
-    p.n = (B - 1) * p.st[0] + (S - 1) * p.st[1] + (H - 1) * p.st[2] + D;
-    return p;
-}
-
-static inline int64_t at(const place *p, int64_t b, int64_t s, int64_t h) {
-    return b * p->st[0] + s * p->st[1] + h * p->st[2];
-}
-
 /* ---- the float64 reference ------------------------------------------------------------------ */
 
 typedef struct problem {
@@ -92,12 +59,6 @@ typedef struct problem {
     double *dq, *dk, *dv;   /* backward reference, (B, S, H, D) */
     bool fwd_only;          /* no backward, no SIMT run */
 } problem;
-
-static int64_t visible(const cml_attention_desc *d, int64_t i) {
-    if (!d->causal) return d->S_kv;
-    int64_t e = i + d->S_kv - d->S_q + 1;
-    return e < 0 ? 0 : e > d->S_kv ? d->S_kv : e;
-}
 
 static double ld(const void *base, cml_dtype dt, int64_t i) { return (double)cml_dtype_load(base, dt, i); }
 
@@ -188,25 +149,6 @@ static void compare_placed(const char *what, const void *got, const place *p, cm
                 }
     double rel = den > 0 ? sqrt(num / den) : sqrt(num);
     CHECK_MSG(rel <= tol, "%s: relative error %.3g > %.3g", what, rel, tol);
-}
-
-/* The bytes of a placed output buffer that are no element must still be 0xFF. */
-static void check_gaps(const char *what, const unsigned char *buf, const place *p, size_t es, int64_t B, int64_t S,
-                       int64_t H, int64_t D) {
-    unsigned char *mine = calloc((size_t)p->n, 1);
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t s = 0; s < S; s++)
-            for (int64_t h = 0; h < H; h++) memset(mine + at(p, b, s, h), 1, (size_t)D);
-    for (int64_t e = 0; e < p->n; e++) {
-        if (mine[e]) continue;
-        for (size_t k = 0; k < es; k++)
-            if (buf[(size_t)e * es + k] != 0xFF) {
-                CHECK_MSG(false, "%s: padding element %lld was written", what, (long long)e);
-                free(mine);
-                return;
-            }
-    }
-    free(mine);
 }
 
 /* ---- one problem through one path -------------------------------------------------------------- */

@@ -15,6 +15,7 @@
  * forward + backward runs of a causal GQA problem at D = 128 and 300 at D = 256 (3 under
  * CML_TEST_SANITIZER), every output bitwise equal to the first run's. CML_TEST_ONLY_D=256 (e.g.
  * for a sanitizer run) keeps the cases of that head dim only. Exits 77 ("skipped") without a GPU. */
+#include "attention_places.h"
 #include "gpu_row_util.h"
 
 #ifndef CML_HAVE_CUDA
@@ -30,33 +31,6 @@ static bool hopper;                /* an sm_90 device: the sm90 path must run */
 static int only_d;                 /* CML_TEST_ONLY_D: run the cases of this head dim only (0: all) */
 static int n_cases, n_cases_sm90; /* cases run, and those that ran on sm90 (twice each, as predicted) */
 
-/* ---- placements: element (b, s, h, d) at b st[0] + s st[1] + h st[2] + d ---------------------- */
-
-typedef struct place {
-    int64_t st[3];
-    int64_t n; /* elements the buffer holds */
-} place;
-
-enum { LAYOUT_BSHD, LAYOUT_BHSD, LAYOUT_BSHD_PAD8, N_LAYOUTS };
-static const char *const LAYOUT_NAME[N_LAYOUTS] = {"bshd", "bhsd", "bshd+pad8"};
-
-static place make_place(int layout, int64_t B, int64_t S, int64_t H, int64_t D) {
-    place p;
-    if (layout == LAYOUT_BSHD) {
-        p.st[2] = D, p.st[1] = H * D, p.st[0] = S * H * D;
-    } else if (layout == LAYOUT_BHSD) {
-        p.st[1] = D, p.st[2] = S * D, p.st[0] = H * S * D;
-    } else { /* rows D + 8 apart, more between positions and batches (16-byte multiples) */
-        p.st[2] = D + 8, p.st[1] = H * (D + 8) + 8, p.st[0] = S * p.st[1] + 16;
-    }
-    p.n = (B - 1) * p.st[0] + (S - 1) * p.st[1] + (H - 1) * p.st[2] + D;
-    return p;
-}
-
-static inline int64_t at(const place *p, int64_t b, int64_t s, int64_t h) {
-    return b * p->st[0] + s * p->st[1] + h * p->st[2];
-}
-
 /* ---- the float64 reference (contiguous (B, H, S, D) doubles) ---------------------------------- */
 
 typedef struct problem {
@@ -67,12 +41,6 @@ typedef struct problem {
     double *Q, *K, *V, *dO, *O;    /* the same values as doubles, (B, H, S, D) */
     double *dq, *dk, *dv;          /* reference gradients, (B, H, S, D) */
 } problem;
-
-static int64_t visible(const cml_attention_desc *d, int64_t i) {
-    if (!d->causal) return d->S_kv;
-    int64_t e = i + d->S_kv - d->S_q + 1;
-    return e < 0 ? 0 : e > d->S_kv ? d->S_kv : e;
-}
 
 static double dot(const double *a, const double *b, int64_t n) {
     double s = 0;
@@ -173,25 +141,6 @@ static void compare_placed(const char *what, const void *got, const place *p, cm
                 }
     const double rel = den > 0 ? sqrt(num / den) : sqrt(num);
     CHECK_MSG(rel <= 1e-2, "%s: relative error %.3g > 1e-2", what, rel);
-}
-
-/* The bytes of a placed output buffer that are no element must still be 0xFF. */
-static void check_gaps(const char *what, const unsigned char *buf, const place *p, size_t es, int64_t B, int64_t S,
-                       int64_t H, int64_t D) {
-    unsigned char *mine = calloc((size_t)p->n, 1);
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t s = 0; s < S; s++)
-            for (int64_t h = 0; h < H; h++) memset(mine + at(p, b, s, h), 1, (size_t)D);
-    for (int64_t e = 0; e < p->n; e++) {
-        if (mine[e]) continue;
-        for (size_t k = 0; k < es; k++)
-            if (buf[(size_t)e * es + k] != 0xFF) {
-                CHECK_MSG(false, "%s: padding element %lld was written", what, (long long)e);
-                free(mine);
-                return;
-            }
-    }
-    free(mine);
 }
 
 /* ---- one problem ------------------------------------------------------------------------------ */
@@ -326,7 +275,7 @@ static void test_sweep(void) {
             if (only_d && sh->D != only_d) continue;
             if (san && (sh->Sq > 300 || sh->Skv > 300 || causal != s % 2)) continue;
             const cml_dtype dt = san || (k % 2 == 0) ? CML_BF16 : CML_F16;
-            const int layout = k % N_LAYOUTS;
+            const int layout = k % N_TMA_LAYOUTS;
             k++;
             const int before = th_failed_checks;
             run_case(sh, causal, dt, layout);
@@ -341,7 +290,7 @@ static void test_sweep(void) {
             if (san && (SWAP[s].Sq > 300 || SWAP[s].Skv > 300 || causal != s % 2)) continue;
             if (only_d && SWAP[s].D != only_d) continue;
             const cml_dtype dt = san || causal ? CML_BF16 : CML_F16;
-            const int layout = (s + causal + 1) % N_LAYOUTS, before = th_failed_checks;
+            const int layout = (s + causal + 1) % N_TMA_LAYOUTS, before = th_failed_checks;
             run_case(&SWAP[s], causal, dt, layout);
             if (th_failed_checks != before)
                 printf("  (swap shape %d, %s, %s, causal %d failed)\n", s, cml_dtype_name(dt), LAYOUT_NAME[layout],
