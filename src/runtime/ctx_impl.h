@@ -10,9 +10,9 @@ struct cml_ctx {
     const cml_allocator *alloc;
     void *workspace;
     size_t workspace_size;
-    void *zeroed; /* CUDA: device words that each kernel using them leaves 0 when it ends (the split
-                     reductions' arrival counters, kernels/cuda/reduce/reduce.cu): set to 0 once when
-                     allocated, never memset per call; NULL until first needed */
+    void *zeroed; /* CUDA: device words that each kernel using them leaves 0 when it ends (the arrival
+                     counters of split reductions and split-K GEMMs; cml__cuda_zeroed): set to 0 once
+                     when allocated, never memset per call; NULL until first needed */
     size_t zeroed_size;
     struct cml__index_errors *index_errors; /* CUDA: bad indices found on the device, reported at the next wait
                                                (runtime/cuda_index_check.c); NULL on the CPU */
