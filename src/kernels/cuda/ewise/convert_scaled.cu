@@ -12,9 +12,10 @@
  * an explicit clamp to the largest finite value, so that saturation, infinite
  * inputs included, does not rest on the instruction's overflow rules; NaN
  * codes are then set to the CPU's encoding. The optional amax = max |x| is
- * reduced without atomics: each block's maximum goes to the workspace and one
- * more block takes the maximum of those (a maximum does not depend on the
- * order; a NaN anywhere gives the canonical NaN). */
+ * reduced without float atomics: each block's maximum goes to the workspace
+ * and the block that arrives last takes the maximum of those
+ * (common/last_arrival.cuh; a maximum does not depend on the order; a NaN
+ * anywhere gives the canonical NaN). */
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 #include "kernels/cuda/common/block_reduce.cuh"
 #include "kernels/cuda/common/check.cuh"
 #include "kernels/cuda/common/dtype.cuh"
+#include "kernels/cuda/common/last_arrival.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
 #define BLOCK 256
@@ -133,11 +135,26 @@ template <int DT> static __device__ __forceinline__ void store_group(void *y, lo
 /* NaN-propagating max of |v| into a (both >= 0 or NaN). */
 static __device__ __forceinline__ float max_abs(float a, float v) { return cml__max_nan(a, fabsf(v)); }
 
-/* The block's maximum into partial[blockIdx.x] (every thread of the block calls this). */
-static __device__ __forceinline__ void block_amax(float a, float *partial) {
+/* Where the amax goes: the blocks' maxima, their arrival counter (0 between launches) and the
+ * result. */
+struct amax_out {
+    float *partial;
+    unsigned *arrivals;
+    float *amax;
+};
+
+/* The block's maximum into partial[blockIdx.x]; the block that arrives last writes the maximum
+ * of all blocks' (every thread of the block calls this). */
+static __device__ __forceinline__ void block_amax(float a, const amax_out &out) {
     __shared__ float scratch[32];
+    __shared__ int last;
     a = cml__group_allreduce(a, blockDim.x, scratch, cml__max_op());
-    if (threadIdx.x == 0) partial[blockIdx.x] = a;
+    if (threadIdx.x == 0) out.partial[blockIdx.x] = a;
+    if (!cml__block_arrives_last(out.arrivals, gridDim.x, &last)) return;
+    a = 0.0f;
+    for (unsigned k = threadIdx.x; k < gridDim.x; k += blockDim.x) a = cml__max_nan(a, __ldcg(out.partial + k));
+    a = cml__group_allreduce(a, blockDim.x, scratch, cml__max_op());
+    if (threadIdx.x == 0) *out.amax = a == a ? a : __uint_as_float(0x7FC00000u);
 }
 
 /* ---- kernels ------------------------------------------------------------------------------------ */
@@ -145,7 +162,7 @@ static __device__ __forceinline__ void block_amax(float a, float *partial) {
 /* 16-byte aligned x and y: groups of 16 elements, grid-stride; the last n % 16 one per thread. */
 template <int YT, int XT>
 static __global__ void __launch_bounds__(BLOCK)
-    convert_scaled_vec_kernel(void *y, const void *x, long long n, const float *scale, float *partial) {
+    convert_scaled_vec_kernel(void *y, const void *x, long long n, const float *scale, amax_out out) {
     const float s = scale ? __ldg(scale) : 1.0f;
     const long long groups = n / GROUP, tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long step = (long long)gridDim.x * blockDim.x;
@@ -166,13 +183,13 @@ static __global__ void __launch_bounds__(BLOCK)
         a = max_abs(a, v);
         store_one<YT>(y, i, scaled(v, s));
     }
-    if (partial) block_amax(a, partial);
+    if (out.amax) block_amax(a, out);
 }
 
 /* Any alignment: one element per thread per step. */
 template <int YT, int XT>
 static __global__ void __launch_bounds__(BLOCK)
-    convert_scaled_scalar_kernel(void *y, const void *x, long long n, const float *scale, float *partial) {
+    convert_scaled_scalar_kernel(void *y, const void *x, long long n, const float *scale, amax_out out) {
     const float s = scale ? __ldg(scale) : 1.0f;
     const long long step = (long long)gridDim.x * blockDim.x;
     float a = 0.0f;
@@ -181,16 +198,7 @@ static __global__ void __launch_bounds__(BLOCK)
         a = max_abs(a, v);
         store_one<YT>(y, i, scaled(v, s));
     }
-    if (partial) block_amax(a, partial);
-}
-
-/* amax = the maximum of the nb block maxima (one block; 0 when nb == 0; NaN canonical). */
-static __global__ void __launch_bounds__(BLOCK) amax_final_kernel(float *amax, const float *partial, int nb) {
-    float a = 0.0f;
-    for (int k = threadIdx.x; k < nb; k += blockDim.x) a = cml__max_nan(a, partial[k]);
-    __shared__ float scratch[32];
-    a = cml__group_allreduce(a, blockDim.x, scratch, cml__max_op());
-    if (threadIdx.x == 0) *amax = a == a ? a : __uint_as_float(0x7FC00000u);
+    if (out.amax) block_amax(a, out);
 }
 
 /* ---- launch ------------------------------------------------------------------------------------- */
@@ -201,24 +209,20 @@ template <int YT, int XT>
 static cml_status convert_launch(cml_ctx *ctx, void *y, const void *x, long long n, const float *scale, float *amax) {
     cudaStream_t st = cml__stream(ctx);
     const bool vec = (((uintptr_t)x | (uintptr_t)y) & 15u) == 0;
-    const unsigned grid = n == 0 ? 0 : cml__grid_size(ctx, vec ? (n / GROUP > 0 ? n / GROUP : 1) : n, BLOCK);
-    float *partial = NULL;
-    if (amax && grid > 0) {
+    const unsigned grid = cml__grid_size(ctx, vec ? (n / GROUP > 0 ? n / GROUP : 1) : n, BLOCK);
+    amax_out out = {NULL, NULL, amax};
+    if (amax) {
         void *ws = NULL;
         CML_TRY(cml_ctx_workspace(ctx, &ws, (size_t)grid * sizeof(float)));
-        partial = (float *)ws;
+        out.partial = (float *)ws;
+        CML_TRY(cml__cuda_zeroed(ctx, sizeof(unsigned), FN, (void **)&out.arrivals));
     }
     char dts[32];
     snprintf(dts, sizeof dts, "%s,%s", cml_dtype_name((cml_dtype)YT), cml_dtype_name((cml_dtype)XT));
-    if (grid > 0) {
-        if (vec) convert_scaled_vec_kernel<YT, XT><<<grid, BLOCK, 0, st>>>(y, x, n, scale, partial);
-        else convert_scaled_scalar_kernel<YT, XT><<<grid, BLOCK, 0, st>>>(y, x, n, scale, partial);
-        CML_TRY(cml__cuda_check_launch(FN, vec ? "convert_scaled_vec_kernel" : "convert_scaled_scalar_kernel", dts, n,
-                                       grid, BLOCK));
-    }
-    if (!amax) return CML_OK;
-    amax_final_kernel<<<1, BLOCK, 0, st>>>(amax, partial, (int)grid);
-    return cml__cuda_check_launch(FN, "amax_final_kernel", dts, grid, 1, BLOCK);
+    if (vec) convert_scaled_vec_kernel<YT, XT><<<grid, BLOCK, 0, st>>>(y, x, n, scale, out);
+    else convert_scaled_scalar_kernel<YT, XT><<<grid, BLOCK, 0, st>>>(y, x, n, scale, out);
+    return cml__cuda_check_launch(FN, vec ? "convert_scaled_vec_kernel" : "convert_scaled_scalar_kernel", dts, n, grid,
+                                  BLOCK);
 }
 
 template <int F8>

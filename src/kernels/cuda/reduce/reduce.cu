@@ -10,13 +10,10 @@
  * columns x 8 row phases, threads walking rows in order (coalesced across
  * columns), the 8 phases merged in order; long columns split the same way.
  *
- * Split outputs are finished in the same kernel: each block stores its partial
- * state in the context's workspace and counts itself in on the output's
- * arrival counter (an integer atomic after a threadfence); the block that
- * arrives last merges all the output's partials in chunk order and sets the
- * counter back to 0. The counters live in the context's zeroed words (cml__cuda_zeroed), set to 0 once when
- * allocated, so no memset and no second kernel runs per call (the second,
- * ordering kernel cost about 1% of the 1 GiB flat sum: 356 us).
+ * Split outputs are finished in the same kernel by the block that arrives last
+ * (common/last_arrival.cuh): it merges all the output's partials, stored in the
+ * context's workspace, in chunk order. No memset and no second kernel runs per
+ * call (the second, ordering kernel cost about 1% of the 1 GiB flat sum: 356 us).
  *
  * Deterministic: which thread sees which element and the order of every merge
  * depend only on the shapes, the buffer's alignment and the device's SM
@@ -31,6 +28,7 @@
 #include <string.h>
 
 #include "kernels/cuda/common/check.cuh"
+#include "kernels/cuda/common/last_arrival.cuh"
 #include "kernels/cuda/common/rows.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -158,27 +156,6 @@ template <typename S> static __device__ __forceinline__ S load_cg(const S *p) {
     return v;
 }
 
-/* Publishes this block's partial (workspace slot `part`) and counts it in on its output's
- * counter (thread 0 of the block, threadfence before the integer atomic); true in every thread
- * of the block that arrived last, which then finds every partial of the output written. The last block sets the counter
- * back to 0: the counters stay 0 between launches with no memset. */
-template <typename S>
-static __device__ __forceinline__ bool arrive_last(S *partial, long long part, const S &mine, unsigned *counter,
-                                                   int splits, int *flag) {
-    if (threadIdx.x == 0 && threadIdx.y == 0) {
-        partial[part] = mine;
-        __threadfence(); /* release: the partial is visible before the count */
-        const bool last = atomicAdd(counter, 1u) == (unsigned)splits - 1;
-        if (last) {
-            *counter = 0u;
-            __threadfence(); /* acquire: the others' partials are read after their counts */
-        }
-        *flag = last;
-    }
-    __syncthreads();
-    return *flag != 0;
-}
-
 /* The body of a row chunk in the interleaved layout: the row's 16-byte words in tiles of G x U
  * words (one batch of the group), chunk c taking tiles c, c + splits, ...; chunk 0 also takes
  * the scalar head (before the first 16-byte boundary) and tail. The blocks of a row then read
@@ -248,12 +225,15 @@ static __global__ void __launch_bounds__(512, big_state<OP>::value ? 1 : 2)
         a = cml__group_reduce_t(a, G, scratch, merge_fn<OP>());
         if (splits == 1) {
             if (t == 0 && g < groups) store_result<DT, OP>(y, g, a, n, correction);
-        } else if (arrive_last(partial, g, a, arrivals + row, splits, &last)) {
-            /* chunk s to thread s % G, in order, then the group's merge: an order fixed by splits and G */
-            S b = rop<OP>::init();
-            for (int s = t; s < splits; s += G) b = rop<OP>::merge(b, load_cg(partial + row * splits + s));
-            b = cml__group_reduce_t(b, G, scratch, merge_fn<OP>());
-            if (t == 0) store_result<DT, OP>(y, row, b, n, correction);
+        } else {
+            if (t == 0) partial[g] = a;
+            if (cml__block_arrives_last(arrivals + row, (unsigned)splits, &last)) {
+                /* chunk s to thread s % G, in order, then the group's merge: an order fixed by splits and G */
+                S b = rop<OP>::init();
+                for (int s = t; s < splits; s += G) b = rop<OP>::merge(b, load_cg(partial + row * splits + s));
+                b = cml__group_reduce_t(b, G, scratch, merge_fn<OP>());
+                if (t == 0) store_result<DT, OP>(y, row, b, n, correction);
+            }
         }
         if (G > 32) __syncthreads(); /* scratch and last are reused by the next iteration */
     }
@@ -287,23 +267,8 @@ static __global__ void __launch_bounds__(COL_TX *COL_TY)
         if (threadIdx.y == 0 && c < inner) store_result<DT, OP>(y, out, a, n, correction);
         return;
     }
-    /* every column's partial is stored and fenced (row 0 of the block) before thread 0 counts the
-     * block in */
-    if (threadIdx.y == 0 && c < inner) {
-        partial[out * splits + blockIdx.y] = a;
-        __threadfence();
-    }
-    __syncthreads();
-    if (threadIdx.x == 0 && threadIdx.y == 0) {
-        const bool l = atomicAdd(arrivals + blockIdx.x, 1u) == (unsigned)splits - 1;
-        if (l) {
-            arrivals[blockIdx.x] = 0u;
-            __threadfence();
-        }
-        last = l;
-    }
-    __syncthreads();
-    if (!last) return;
+    if (threadIdx.y == 0 && c < inner) partial[out * splits + blockIdx.y] = a;
+    if (!cml__block_arrives_last(arrivals + blockIdx.x, (unsigned)splits, &last)) return;
     S b = rop<OP>::init();
     if (c < inner)
         for (int s = threadIdx.y; s < splits; s += COL_TY) b = rop<OP>::merge(b, load_cg(partial + out * splits + s));
