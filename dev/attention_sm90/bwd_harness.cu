@@ -1,17 +1,24 @@
 /* Harness for the Hopper attention backward (src/kernels/cuda/attention/attention_bwd_sm90.cuh):
  * the kernel variants of the README's "Backward" ladder, timed per launch (prep, main, convert),
- * checked bitwise against the first variant (the session-6 kernel), optionally with the phase
- * profile (variants with VAR & PROF; none in the current list).
+ * checked bitwise against the first variant (the library's kernel), optionally with the phase
+ * profile (variants with VAR & PROF: the SET=2 list).
  * One head dim per binary (so that the device compiles the two in parallel):
  *   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Isrc -Xptxas=-v -DHD=128 \
  *        dev/attention_sm90/bwd_harness.cu -lcuda -o build-att/bwd128
  *   bwd128 perf [S...]        every variant, S in {512, 2048, 8192} (default), full and causal
  *   bwd128 one S causal v     variant v alone (and the first, the reference)
- * Problem: bf16, B*S = 16k tokens, hidden 2048 (H = 2048 / D), [B, S, H, D]; Q, K, V, dO random in
- * [-1, 1); O and lse from the sm90 forward. Every variant's dQ, dK, dV must equal the first
- * variant's bitwise (same key-block order of the dQ adds; different tile orders change nothing
- * in the sums), except UNORDERED (no order: relative difference printed). bwd TFLOP/s = 2.5 x
- * forward flops over the median of the summed prep + main + convert times. */
+ *   bwd128 edge               the check alone on awkward shapes: S_q != S_kv both ways (causal
+ *                             query tiles that no key block touches), GQA, MQA, lengths 1 .. 4097,
+ *                             a negative scale
+ * Problem (perf): bf16, B*S = 16k tokens, hidden 2048 (H = 2048 / D), [B, S, H, D]; Q, K, V, dO
+ * random in [-1, 1); O and lse from the sm90 forward. Every variant's dQ, dK, dV must equal the
+ * first variant's bitwise (same key-block order of the dQ adds; different tile orders change
+ * nothing in the sums), except UNORDERED (no order: relative difference printed). dQ, dK, dV are
+ * poisoned (0xFF) before each variant's checked run. bwd TFLOP/s = 2.5 x forward flops over the
+ * median of the summed prep + main + convert times.
+ * -DSET=1 builds the exit-time variants instead (EXITT: CTA start / exit times, candidate 3's
+ * measurement), -DSET=2 the phase profiles (PROF), so that the device compiles the sets in
+ * parallel. */
 #include <cuda.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +30,9 @@
 
 #ifndef HD
 #define HD 128
+#endif
+#ifndef SET
+#define SET 0
 #endif
 
 #define CK(x)                                                                                                      \
@@ -98,11 +108,11 @@ static void launch_main(const maps &m, const cml__att90b_params &p, int grid) {
 typedef struct variant {
     const char *name;
     bwd_main_fn fn;
-    int unordered, prof, hgroup;
+    int unordered, prof, hgroup, exitt;
 } variant;
 
-/* the first one, the reference, is the session-6 kernel (VAR 0: what the library runs at D = 64;
- * at D = 128 it runs "rel", attention_bwd_sm90.cu's att90b_cfg) */
+/* the first variant, the reference, is the library's kernel (attention_bwd_sm90.cu's att90b_cfg:
+ * VAR 0 at D = 64, EARLYREL at D = 128) */
 #if HD == 64
 #define LIB_ST 2
 #define LIB_NDQ 1
@@ -110,17 +120,28 @@ typedef struct variant {
 #define LIB_ST 2
 #define LIB_NDQ 2
 #endif
-/* Session 7 (README "Session 7"): the early stage release (rel = EARLYREL) against the session-6
- * step, each three times in turns (the run-to-run spread is up to 15%: compare the minima); hgroup
- * 0 = the library's tile order (attention_bwd_sm90.cu: causal head-major, else 8 heads interleaved
- * up to 16 key blocks, 4 beyond). Earlier lists (the session-5 variants, session 7's candidate 1
- * "ovl" = split S^T / dP^T groups + dQ first, no ping-pong, PROF runs) and the kernel code they ran
- * are in git history (475ee1f). REPS=n: medians of n. */
-enum { REL = CML_ATT90B_V_EARLYREL };
+/* Session 8 (README "Session 8"): the library's kernel three times (its run-to-run spread);
+ * hgroup 0 = the library's tile order. SET=1: with EXITT (CTA start / exit times: the idle tail,
+ * plan candidate 3's measurement); SET=2: with PROF (phase profile). The session's candidates
+ * (FUSEDQ, QDWARP) and their lists are in s8_fusedq.patch; earlier lists in git history (session
+ * 7: 475ee1f, c48252a). REPS=n: medians of n. */
+#if HD == 128
+enum { LIBV = CML_ATT90B_V_EARLYREL };
+#else
+enum { LIBV = 0 };
+#endif
 static const variant VARIANTS[] = {
-    {"lib", launch_main<LIB_ST, LIB_NDQ, 0>, 0, 0, 0},         {"rel", launch_main<LIB_ST, LIB_NDQ, REL>, 0, 0, 0},
-    {"lib (2)", launch_main<LIB_ST, LIB_NDQ, 0>, 0, 0, 0},     {"rel (2)", launch_main<LIB_ST, LIB_NDQ, REL>, 0, 0, 0},
-    {"lib (3)", launch_main<LIB_ST, LIB_NDQ, 0>, 0, 0, 0},     {"rel (3)", launch_main<LIB_ST, LIB_NDQ, REL>, 0, 0, 0},
+#if SET == 1
+    {"lib", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0},
+    {"lib exit", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_EXITT>, 0, 0, 0, 1},
+#elif SET == 2
+    {"lib", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0},
+    {"lib prof", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_PROF>, 0, 1, 0, 0},
+#else
+    {"lib", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0},
+    {"lib (2)", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0},
+    {"lib (3)", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0},
+#endif
 };
 enum { N_VARIANTS = sizeof VARIANTS / sizeof VARIANTS[0] };
 
@@ -147,29 +168,36 @@ static const char *SLOT_NAMES[64] = {
 
 /* ---- one problem ------------------------------------------------------------------------------ */
 
-static int run_problem(int S, int causal, int only_v, int reps) {
-    const int D = HD, B = 16384 / S, H = 2048 / D, Hkv = H, Sq = S, Sk = S;
-    const long long st[3] = {(long long)S * H * D, (long long)H * D, D};
-    const size_t n = (size_t)B * S * H * D, nl = (size_t)B * H * S;
+typedef struct shape {
+    int B, H, Hkv, Sq, Sk, causal, neg; /* neg: scale = -1 / sqrt(D) */
+} shape;
+
+static int run_problem(shape sh, int only_v, int reps) {
+    const int D = HD, B = sh.B, H = sh.H, Hkv = sh.Hkv, Sq = sh.Sq, Sk = sh.Sk, causal = sh.causal;
+    const long long sq[3] = {(long long)Sq * H * D, (long long)H * D, D};
+    const long long sk[3] = {(long long)Sk * Hkv * D, (long long)Hkv * D, D};
+    const size_t nq = (size_t)B * Sq * H * D, nk = (size_t)B * Sk * Hkv * D, nl = (size_t)B * H * Sq;
     uint16_t *q, *k, *v, *o, *dout, *dq, *dk, *dv, *ref[3];
     float *lse;
-    CK(cudaMalloc(&q, n * 2));
-    CK(cudaMalloc(&k, n * 2));
-    CK(cudaMalloc(&v, n * 2));
-    CK(cudaMalloc(&o, n * 2));
-    CK(cudaMalloc(&dout, n * 2));
-    CK(cudaMalloc(&dq, n * 2));
-    CK(cudaMalloc(&dk, n * 2));
-    CK(cudaMalloc(&dv, n * 2));
-    for (int i = 0; i < 3; i++) CK(cudaMalloc(&ref[i], n * 2));
+    CK(cudaMalloc(&q, nq * 2));
+    CK(cudaMalloc(&k, nk * 2));
+    CK(cudaMalloc(&v, nk * 2));
+    CK(cudaMalloc(&o, nq * 2));
+    CK(cudaMalloc(&dout, nq * 2));
+    CK(cudaMalloc(&dq, nq * 2));
+    CK(cudaMalloc(&dk, nk * 2));
+    CK(cudaMalloc(&dv, nk * 2));
+    CK(cudaMalloc(&ref[0], nq * 2));
+    CK(cudaMalloc(&ref[1], nk * 2));
+    CK(cudaMalloc(&ref[2], nk * 2));
     CK(cudaMalloc(&lse, nl * 4));
     static uint32_t seed = 1;
-    fill_kernel<<<1024, 256>>>(q, n, seed++ * 0x9E3779B9u);
-    fill_kernel<<<1024, 256>>>(k, n, seed++ * 0x9E3779B9u);
-    fill_kernel<<<1024, 256>>>(v, n, seed++ * 0x9E3779B9u);
-    fill_kernel<<<1024, 256>>>(dout, n, seed++ * 0x9E3779B9u);
+    fill_kernel<<<1024, 256>>>(q, nq, seed++ * 0x9E3779B9u);
+    fill_kernel<<<1024, 256>>>(k, nk, seed++ * 0x9E3779B9u);
+    fill_kernel<<<1024, 256>>>(v, nk, seed++ * 0x9E3779B9u);
+    fill_kernel<<<1024, 256>>>(dout, nq, seed++ * 0x9E3779B9u);
     CK(cudaGetLastError());
-    const float scale = 1.0f / sqrtf((float)D);
+    const float scale = (sh.neg ? -1.0f : 1.0f) / sqrtf((float)D);
     int *counter;
     CK(cudaMalloc(&counter, 4));
     { /* forward: O, lse (the library's persistent configuration) */
@@ -178,17 +206,17 @@ static int run_problem(int S, int causal, int only_v, int reps) {
         auto fk = cml__att90_fwd_persistent_kernel<CML_ATT90_BF16, HD, 128, FST, 1>;
         CK(cudaFuncSetAttribute(fk, cudaFuncAttributeMaxDynamicSharedMemorySize, fsm::total));
         CUtensorMap mq, mk, mv, mo;
-        make_map(&mq, q, B, S, H, D, st, CML_ATT90_BM);
-        make_map(&mk, k, B, S, Hkv, D, st, 128);
-        make_map(&mv, v, B, S, Hkv, D, st, 128);
-        make_map(&mo, o, B, S, H, D, st, 64);
+        make_map(&mq, q, B, Sq, H, D, sq, CML_ATT90_BM);
+        make_map(&mk, k, B, Sk, Hkv, D, sk, 128);
+        make_map(&mv, v, B, Sk, Hkv, D, sk, 128);
+        make_map(&mo, o, B, Sq, H, D, sq, 64);
         cml__att90_params fp;
         memset(&fp, 0, sizeof fp);
         fp.Hq = H, fp.group = H / Hkv, fp.Sq = Sq, fp.Sk = Sk, fp.causal = causal;
         fp.q_tiles = (Sq + CML_ATT90_BM - 1) / CML_ATT90_BM;
         fp.scale_log2 = scale * 1.4426950408889634f;
         fp.lse = lse;
-        fp.O = o, fp.o_sb = st[0], fp.o_ss = st[1], fp.o_sh = st[2];
+        fp.O = o, fp.o_sb = sq[0], fp.o_ss = sq[1], fp.o_sh = sq[2];
         fp.total_tiles = fp.q_tiles * B * H;
         fp.tile_counter = counter;
         CK(cudaMemset(counter, 0, 4));
@@ -197,10 +225,10 @@ static int run_problem(int S, int causal, int only_v, int reps) {
         CK(cudaDeviceSynchronize());
     }
     maps m;
-    make_map(&m.q, q, B, S, H, D, st, BM);
-    make_map(&m.k, k, B, S, Hkv, D, st, CML_ATT90B_BN);
-    make_map(&m.v, v, B, S, Hkv, D, st, CML_ATT90B_BN);
-    make_map(&m.dO, dout, B, S, H, D, st, BM);
+    make_map(&m.q, q, B, Sq, H, D, sq, BM);
+    make_map(&m.k, k, B, Sk, Hkv, D, sk, CML_ATT90B_BN);
+    make_map(&m.v, v, B, Sk, Hkv, D, sk, CML_ATT90B_BN);
+    make_map(&m.dO, dout, B, Sq, H, D, sq, BM);
     cml__att90b_params p;
     memset(&p, 0, sizeof p);
     p.Hq = H, p.Hkv = Hkv, p.group = H / Hkv, p.Sq = Sq, p.Sk = Sk, p.causal = causal;
@@ -209,7 +237,7 @@ static int run_problem(int S, int causal, int only_v, int reps) {
     p.total_tiles = B * Hkv * p.n_kb;
     p.scale = scale, p.scale_log2 = scale * 1.4426950408889634f;
     p.dK = dk, p.dV = dv;
-    for (int i = 0; i < 3; i++) p.dk_s[i] = p.dv_s[i] = st[i];
+    for (int i = 0; i < 3; i++) p.dk_s[i] = p.dv_s[i] = sk[i];
     const long long rows_pad = (long long)B * H * p.n_qt * BM, n_sem = (long long)B * H * p.n_qt;
     float *lse2, *di, *acc;
     int *sem;
@@ -227,38 +255,43 @@ static int run_problem(int S, int causal, int only_v, int reps) {
     const unsigned pgrid = (unsigned)((rows_pad * 8 + 255) / 256 < 4096 ? (rows_pad * 8 + 255) / 256 : 4096);
     const long long n4 = rows_pad * D / 4;
     const unsigned cgrid = (unsigned)((n4 + 255) / 256 < 4096 ? (n4 + 255) / 256 : 4096);
-    const double flop = 4.0 * B * H * (double)S * S * D * (causal ? 0.5 : 1.0);
+    const double flop = 4.0 * B * H * (double)Sq * Sk * D * (causal ? 0.5 : 1.0);
     cudaEvent_t ev[4];
     for (int i = 0; i < 4; i++) cudaEventCreate(&ev[i]);
     unsigned long long hash_ref = 0;
     int fail = 0;
+    char tag[96];
+    snprintf(tag, sizeof tag, "D=%d S=%-5d %s", D, Sq, causal ? "causal" : "full  ");
+    if (Sq != Sk || B * Sq != 16384 || sh.neg)
+        snprintf(tag, sizeof tag, "D=%d B=%d H=%d/%d Sq=%d Sk=%d %s%s", D, B, H, Hkv, Sq, Sk, causal ? "causal" : "full",
+                 sh.neg ? " scale<0" : "");
     for (int vi = 0; vi < N_VARIANTS; vi++) {
         const variant &var = VARIANTS[vi];
         if (only_v >= 0 && vi != only_v && vi != 0) continue;
         p.hshift = 0;
         const int hgroup = var.hgroup ? var.hgroup : causal ? 1 : p.n_kb <= 16 ? 8 : 4; /* 0: the library's */
         while ((2 << p.hshift) <= hgroup && (B * Hkv) % (2 << p.hshift) == 0) p.hshift++;
-        p.prof = var.prof ? prof : NULL;
+        p.prof = var.prof || var.exitt ? prof : NULL;
         float *tp = (float *)malloc(reps * 4), *tm = (float *)malloc(reps * 4), *tc = (float *)malloc(reps * 4),
               *tt = (float *)malloc(reps * 4);
-        const int runs = var.prof ? 2 : reps + 2;
+        const int runs = var.prof || var.exitt ? 2 : reps + 2;
         for (int r = 0; r < runs; r++) {
-            const bool timed = !var.prof && r >= 2;
+            const bool timed = !var.prof && !var.exitt && r >= 2;
             if (r == 0) {
-                CK(cudaMemset(dq, 0xFF, n * 2));
-                CK(cudaMemset(dk, 0xFF, n * 2));
-                CK(cudaMemset(dv, 0xFF, n * 2));
+                CK(cudaMemset(dq, 0xFF, nq * 2));
+                CK(cudaMemset(dk, 0xFF, nk * 2));
+                CK(cudaMemset(dv, 0xFF, nk * 2));
             }
-            if (var.prof && r == 1) CK(cudaMemset(prof, 0, (size_t)grid * 64 * 8));
+            if ((var.prof || var.exitt) && r == 1) CK(cudaMemset(prof, 0, (size_t)grid * 64 * 8));
             cudaEventRecord(ev[0]);
-            cml__att90b_prep_kernel<CML_ATT90_BF16, HD><<<pgrid, 256>>>(dout, o, st[0], st[1], st[2], lse, H, Sq,
+            cml__att90b_prep_kernel<CML_ATT90_BF16, HD><<<pgrid, 256>>>(dout, o, sq[0], sq[1], sq[2], lse, H, Sq,
                                                                         p.n_qt * BM, rows_pad, lse2, di, sem, (int)n_sem);
             if (var.unordered) CK(cudaMemsetAsync(acc, 0, rows_pad * D * 4)); /* no first-adder store */
             cudaEventRecord(ev[1]);
             var.fn(m, p, grid);
             cudaEventRecord(ev[2]);
-            cml__att90b_dq_kernel<CML_ATT90_BF16, HD, BM><<<cgrid, 256>>>((const float4 *)acc, dq, st[0], st[1], st[2],
-                                                                          H, Sq, p.n_qt, causal, Sk - Sq, scale, n4);
+            cml__att90b_dq_kernel<CML_ATT90_BF16, HD, BM><<<cgrid, 256>>>((const float4 *)acc, dq, sq[0], sq[1], sq[2], H,
+                                                                          Sq, p.n_qt, causal, Sk - Sq, scale, n4);
             cudaEventRecord(ev[3]);
             CK(cudaEventSynchronize(ev[3]));
             CK(cudaGetLastError());
@@ -273,6 +306,7 @@ static int run_problem(int S, int causal, int only_v, int reps) {
                 double err[2] = {0, 0}, e3 = 0;
                 for (int a = 0; a < 3; a++) {
                     uint16_t *x = a == 0 ? dq : a == 1 ? dk : dv;
+                    const size_t n = a == 0 ? nq : nk;
                     CK(cudaMemset(hbuf, 0, 8));
                     CK(cudaMemset(ebuf, 0, 16));
                     hash_kernel<<<1024, 256>>>((const uint32_t *)x, vi == 0 ? NULL : (const uint32_t *)ref[a], n / 2,
@@ -287,24 +321,43 @@ static int run_problem(int S, int causal, int only_v, int reps) {
                 if (vi == 0) hash_ref = hs;
                 const bool same = hs == hash_ref;
                 if (!same && !var.unordered) fail = 1;
-                printf("D=%d S=%-5d %s %-14s check: %s (rel.diff %.1e)\n", D, S, causal ? "causal" : "full  ", var.name,
+                printf("%s %-14s check: %s (rel.diff %.1e)\n", tag, var.name,
                        same ? "bitwise equal" : var.unordered ? "differs (unordered)" : "DIFFERS: FAIL", e3);
             }
         }
-        if (!var.prof) {
+        if (reps <= 0) {
+        } else if (var.exitt) { /* CTA start (slot 60) and exit (61, 62: the consumers) times, ns */
+            unsigned long long *h = (unsigned long long *)malloc((size_t)grid * 64 * 8);
+            CK(cudaMemcpy(h, prof, (size_t)grid * 64 * 8, cudaMemcpyDeviceToHost));
+            double t0 = 1e300, tend = 0, sum_exit = 0, smax = 0;
+            float *ex = (float *)malloc(grid * 4);
+            for (int c = 0; c < grid; c++) { /* a CTA exits with its later consumer */
+                const double st0 = (double)h[c * 64 + 60], e = fmax((double)h[c * 64 + 61], (double)h[c * 64 + 62]);
+                t0 = fmin(t0, st0), tend = fmax(tend, e), smax = fmax(smax, st0);
+            }
+            for (int c = 0; c < grid; c++) {
+                const double e = fmax((double)h[c * 64 + 61], (double)h[c * 64 + 62]);
+                ex[c] = (float)(e - t0), sum_exit += e - t0;
+            }
+            qsort(ex, grid, 4, cmp_float);
+            const double span = tend - t0;
+            printf("%s %-14s exits (us from the first CTA start; %d CTAs, starts within %.1f us): span %.1f, first "
+                   "exit %.1f, 10%% %.1f, median %.1f, 90%% %.1f; idle tail (1 - mean exit / span) %.1f%%\n",
+                   tag, var.name, grid, (smax - t0) / 1e3, span / 1e3, ex[0] / 1e3, ex[grid / 10] / 1e3, ex[grid / 2] / 1e3,
+                   ex[grid * 9 / 10] / 1e3, 100.0 * (1.0 - sum_exit / grid / span));
+            free(h), free(ex);
+        } else if (!var.prof) {
             qsort(tp, reps, 4, cmp_float), qsort(tm, reps, 4, cmp_float), qsort(tc, reps, 4, cmp_float);
             qsort(tt, reps, 4, cmp_float);
             const double ms = tt[reps / 2];
-            printf("D=%d S=%-5d %s %-14s | bwd %.3f ms %6.1f TF | prep %.3f main %.3f (%6.1f TF) convert %.3f\n", D, S,
-                   causal ? "causal" : "full  ", var.name, ms, 2.5 * flop / ms / 1e9, tp[reps / 2], tm[reps / 2],
-                   2.5 * flop / tm[reps / 2] / 1e9, tc[reps / 2]);
+            printf("%s %-14s | bwd %.3f ms %6.1f TF | prep %.3f main %.3f (%6.1f TF) convert %.3f\n", tag, var.name, ms,
+                   2.5 * flop / ms / 1e9, tp[reps / 2], tm[reps / 2], 2.5 * flop / tm[reps / 2] / 1e9, tc[reps / 2]);
         } else {
             unsigned long long *h = (unsigned long long *)malloc((size_t)grid * 64 * 8), tot[64] = {0};
             CK(cudaMemcpy(h, prof, (size_t)grid * 64 * 8, cudaMemcpyDeviceToHost));
             for (int c = 0; c < grid; c++)
                 for (int i = 0; i < 64; i++) tot[i] += h[c * 64 + i];
-            printf("D=%d S=%-5d %s %-14s profile (cycles per step, summed over CTAs / steps):\n", D, S,
-                   causal ? "causal" : "full  ", var.name);
+            printf("%s %-14s profile (cycles per step, summed over CTAs / steps):\n", tag, var.name);
             for (int c = 0; c < 2; c++) {
                 const double steps = (double)tot[20 * c + 17];
                 double sum = 0;
@@ -336,6 +389,11 @@ static int run_problem(int S, int causal, int only_v, int reps) {
     return fail;
 }
 
+static shape perf_shape(int S, int causal) {
+    const shape sh = {16384 / S, 2048 / HD, 2048 / HD, S, S, causal, 0};
+    return sh;
+}
+
 int main(int argc, char **argv) {
     CK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, 0));
     const char *mode = argc > 1 ? argv[1] : "perf";
@@ -348,11 +406,19 @@ int main(int argc, char **argv) {
         }
         const int reps = getenv("REPS") ? atoi(getenv("REPS")) : 10;
         for (int c = 0; c < 2; c++)
-            for (int i = 0; i < nS; i++) fails += run_problem(Ss[i], c, -1, reps);
+            for (int i = 0; i < nS; i++) fails += run_problem(perf_shape(Ss[i], c), -1, reps);
     } else if (!strcmp(mode, "one") && argc > 4) {
-        fails += run_problem(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), 10);
+        fails += run_problem(perf_shape(atoi(argv[2]), atoi(argv[3])), atoi(argv[4]), 10);
+    } else if (!strcmp(mode, "edge")) {
+        /* B, H, H_kv, S_q, S_kv, causal, negative scale */
+        static const shape edges[] = {
+            {2, 4, 2, 1000, 300, 1, 0}, {2, 4, 2, 1000, 300, 1, 1}, {1, 2, 1, 300, 1000, 1, 0}, {2, 2, 2, 77, 77, 0, 0},
+            {1, 8, 1, 4097, 4097, 1, 0}, {3, 2, 2, 1, 1, 1, 0},  {1, 4, 4, 129, 1025, 0, 1}, {2, 2, 1, 1000, 1000, 1, 1},
+            {1, 2, 2, 513, 200, 0, 0},
+        };
+        for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) fails += run_problem(edges[i], -1, 0);
     } else {
-        printf("usage: %s perf [S...] | one S causal variant\n", argv[0]);
+        printf("usage: %s perf [S...] | one S causal variant | edge\n", argv[0]);
         return 2;
     }
     printf("%s: %d failures\n", argv[0], fails);

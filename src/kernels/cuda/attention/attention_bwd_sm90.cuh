@@ -94,11 +94,15 @@ typedef struct cml__att90b_params {
  *   UNORDERED: dQ partials added with no key-block order (no semaphores): NOT deterministic, only
  *              to measure what the fixed order costs;
  *   EARLYREL:  (session 7) the Q / dO stage released as soon as dV and dK are done (not after the dQ
- *              hand-off), except on a tile's last step (K, V stay until its own dQ product).
+ *              hand-off), except on a tile's last step (K, V stay until its own dQ product);
+ *   EXITT:     (session 8) %globaltimer at CTA start and at each consumer's exit into
+ *              p.prof[64 blockIdx + 60 .. 62]: how long SMs idle in the kernel's tail.
+ * Session 8 also measured the dQ conversion fused into the dQ writers (FUSEDQ) and a per-warp
+ * stage release (QDWARP): both slower, kept as dev/attention_sm90/s8_fusedq.patch.
  * Session 7 also measured FlashAttention-3's intra-warpgroup overlap (S^T and dP^T as two groups,
  * the deferred dQ product first) and no ping-pong as variants here: none was faster
  * (dev/attention_sm90/README.md, session 7; their code is in git history at 475ee1f). */
-enum { CML_ATT90B_V_PROF = 1, CML_ATT90B_V_UNORDERED = 2, CML_ATT90B_V_EARLYREL = 32 };
+enum { CML_ATT90B_V_PROF = 1, CML_ATT90B_V_UNORDERED = 2, CML_ATT90B_V_EARLYREL = 32, CML_ATT90B_V_EXITT = 256 };
 
 /* Phase timer (VAR & PROF): lap(slot) adds the cycles since the last lap to counter slot. */
 template <int VAR>
@@ -201,6 +205,12 @@ static __device__ __forceinline__ int cml__att90b_ld_acquire(const int *p) {
 }
 static __device__ __forceinline__ void cml__att90b_red_release(int *p, int v) {
     asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+static __device__ __forceinline__ unsigned long long cml__att90b_globaltimer(void) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
 }
 
 /* ---- prep: Di, lse2, semaphores ------------------------------------------------------------ */
@@ -625,6 +635,7 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
     __syncthreads();
 
     const int wg = threadIdx.x / 128;
+    if ((VAR & CML_ATT90B_V_EXITT) && threadIdx.x == 0) p.prof[64 * blockIdx.x + 60] = cml__att90b_globaltimer();
     if (wg == 0) {
         cml__regs_dealloc<CML_ATT90B_PRODUCER_REGS>();
         if (threadIdx.x == 0) cml__att90b_produce<D, BM, ST, NDQ, VAR>(&map_q, &map_k, &map_v, &map_do, p, smem);
@@ -769,6 +780,8 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
             pf.count(ps + 17);
         }
         if (consumer == 0) cml__att90_bar_sync(1, 256); /* consumer 1's last hand-over */
+        if ((VAR & CML_ATT90B_V_EXITT) && threadIdx.x % 128 == 0)
+            p.prof[64 * blockIdx.x + 61 + consumer] = cml__att90b_globaltimer();
     }
 #endif
 }
