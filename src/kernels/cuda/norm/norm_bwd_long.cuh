@@ -142,7 +142,7 @@ static __global__ void __launch_bounds__(NBL_THREADS, 8 / KW)
                     const float xh = (xv[u] - m) * r, g = gw ? gv[u] * gm[u] : gv[u];
                     xv[u] = LN ? r * (g - mg - xh * mgx) : r * (g - xh * mgx);
                 }
-                *(uint4 *)((T *)dx + (size_t)row * (size_t)C + lo + c) = cml__pack16<DT>(xv);
+                cml__st16((T *)dx + (size_t)row * (size_t)C + lo + c, cml__pack16<DT>(xv));
             }
         }
 #pragma unroll
