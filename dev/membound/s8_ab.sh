@@ -6,12 +6,14 @@
 # 1. builds the base tree in /tmp/o/b (camel + the fingerprint program dev/membound/norm_bits.c,
 #    copied in as tests/gpu/zz_norm_bits.c), keeps its binaries, then copies the files of this tree
 #    that differ over the base tree and rebuilds incrementally (only what they touch);
-# 2. in parallel (nothing timed): the fingerprints of both builds (diffed), the GPU tests
-#    test_gpu_{layernorm,rmsnorm,softmax} of the new build, compute-sanitizer memcheck and
-#    racecheck of test_gpu_{layernorm,rmsnorm} (CML_TEST_SANITIZER=1);
-# 3. camel bench membound --mode steady over the ops below, old/new alternating twice, plus the
-#    new build with CML_NORM_BWD_DISCARD=0 (norm backward only) after each new run;
-# 4. ncu (clock control off) of the bf16 norm backward kernels of both builds, one launch each.
+# 2. in parallel (nothing timed): the fingerprints of both builds (diffed; the new build also with
+#    each A/B knob of KNOBS), the GPU tests test_gpu_{layernorm,rmsnorm,softmax} of the new build
+#    (layernorm and rmsnorm also with all knobs on), compute-sanitizer memcheck and racecheck of
+#    test_gpu_{layernorm,rmsnorm} (CML_TEST_SANITIZER=1, all knobs on);
+# 3. camel bench membound --mode steady over the ops below, old/new alternating twice, each new
+#    run followed by the new build under each knob (norm backward only);
+# 4. ncu (clock control off) of the bf16 norm backward kernels (both builds) and of the
+#    partial sums (new build, default and 32 phases), one launch each.
 # Logs in /tmp/x, packed into $OUT/logs.tgz after every stage; the summary is printed last.
 set -u
 base_tgz=$1
@@ -22,6 +24,9 @@ pack() { tar czf "$OUT/logs.tgz" -C $X . 2>/dev/null; }
 t0=$(date +%s)
 stamp() { echo "[$(($(date +%s) - t0)) s] $*" | tee -a $X/stages.txt; }
 OPS=layernorm_bwd,rmsnorm_bwd,softmax,softmax_bwd,layernorm,rmsnorm,cross_entropy_bwd
+# A/B knobs of the new build (name=value), each run alone
+KNOBS="CML_NORM_BWD_DISCARD=0 CML_NORM_BWD_NBR_WORDS=512 CML_NORM_BWD_PHASES=32"
+ALLON="CML_NORM_BWD_NBR_WORDS=512 CML_NORM_BWD_PHASES=32"
 
 tar xzf "$root/$base_tgz" -C /tmp/o
 cp /tmp/w/dev/membound/norm_bits.c /tmp/o/tests/gpu/zz_norm_bits.c
@@ -46,13 +51,18 @@ pack
 N=/tmp/o/b
 (/tmp/old-bin/zz_norm_bits >$X/bits_old.txt 2>&1; echo "rc $?" >>$X/bits_old.txt) &
 (cd $N/tests && ./zz_norm_bits >$X/bits_new.txt 2>&1; echo "rc $?" >>$X/bits_new.txt) &
+for k in $KNOBS; do
+    (cd $N/tests && env $k ./zz_norm_bits >$X/bits_new_$k.txt 2>&1; echo "rc $?" >>$X/bits_new_$k.txt) &
+done
 for t in test_gpu_layernorm test_gpu_rmsnorm test_gpu_softmax; do
     (cd $N/tests && timeout 200 ./$t >$X/$t.log 2>&1; echo "rc $?" >>$X/$t.log) &
 done
 for t in test_gpu_layernorm test_gpu_rmsnorm; do
+    (cd $N/tests && env $ALLON timeout 200 ./$t >$X/${t}_knobs.log 2>&1; echo "rc $?" >>$X/${t}_knobs.log) &
     for tool in memcheck racecheck; do
-        (cd $N/tests && CML_TEST_SANITIZER=1 timeout 170 compute-sanitizer --tool $tool --error-exitcode 99 \
-            --report-api-errors no ./$t >$X/san_${tool}_$t.log 2>&1; echo "rc $?" >>$X/san_${tool}_$t.log) &
+        (cd $N/tests && env $ALLON CML_TEST_SANITIZER=1 timeout 170 compute-sanitizer --tool $tool \
+            --error-exitcode 99 --report-api-errors no ./$t >$X/san_${tool}_$t.log 2>&1
+            echo "rc $?" >>$X/san_${tool}_$t.log) &
     done
 done
 wait
@@ -62,8 +72,10 @@ pack
 for i in 1 2; do
     /tmp/old-bin/camel bench membound --mode steady --ops $OPS >$X/bench_old_$i.txt 2>&1
     $N/apps/camel/camel bench membound --mode steady --ops $OPS >$X/bench_new_$i.txt 2>&1
-    CML_NORM_BWD_DISCARD=0 $N/apps/camel/camel bench membound --mode steady --ops layernorm_bwd,rmsnorm_bwd \
-        >$X/bench_newkeep_$i.txt 2>&1
+    for k in $KNOBS; do
+        env $k $N/apps/camel/camel bench membound --mode steady --ops layernorm_bwd,rmsnorm_bwd \
+            >$X/bench_new_${k}_$i.txt 2>&1
+    done
     stamp "bench round $i"
     pack
 done
@@ -76,6 +88,17 @@ for v in old new; do
         $bin bench membound --mode cold --reps 20 --ops layernorm_bwd,rmsnorm_bwd >$X/ncu_$v.csv 2>$X/ncu_$v.err
     echo "rc $?" >>$X/ncu_$v.err
 done
+for v in 8 32; do
+    CML_NORM_BWD_PHASES=$v timeout 60 ncu --clock-control none --kernel-name-base mangled \
+        -k 'regex:nb_partial_sum_kernelILi2E' --filter-mode per-launch-config --launch-skip 3 --launch-count 1 \
+        --metrics gpu__time_duration.sum,smsp__inst_executed.sum --csv \
+        $N/apps/camel/camel bench membound --mode cold --reps 20 --ops layernorm_bwd,rmsnorm_bwd \
+        >$X/ncu_partial_$v.csv 2>>$X/ncu_new.err
+done
+CML_NORM_BWD_NBR_WORDS=512 timeout 60 ncu --clock-control none --kernel-name-base mangled \
+    -k 'regex:(nbl|nbr|rows)_kernelILi2E' --filter-mode per-launch-config --launch-skip 3 --launch-count 1 \
+    --metrics $M --csv $N/apps/camel/camel bench membound --mode cold --reps 20 --ops layernorm_bwd,rmsnorm_bwd \
+    >$X/ncu_nbr512.csv 2>>$X/ncu_new.err
 stamp "ncu done"
 python3 /tmp/w/dev/membound/s8_summary.py $X >$X/summary.txt 2>&1
 pack

@@ -29,44 +29,57 @@ def bench(path):
     return out, copy
 
 
-runs = {k: [bench(os.path.join(d, 'bench_%s_%d.txt' % (k, i))) for i in (1, 2)] for k in ('old', 'new', 'newkeep')}
+knobs = sorted({re.sub(r'^bench_new_(.*)_\d\.txt$', r'\1', os.path.basename(f))
+                for f in glob.glob(os.path.join(d, 'bench_new_*=*_*.txt'))})
+runs = {k: [bench(os.path.join(d, 'bench_%s_%d.txt' % (k, i))) for i in (1, 2)]
+        for k in ['old', 'new'] + ['new_' + k for k in knobs]}
 print('== steady GB/s (copy 1 GiB: old %s, new %s)' % ([r[1] for r in runs['old']], [r[1] for r in runs['new']]))
-print('%-18s %-5s %-12s %8s %8s %8s %8s %6s %12s %10s' % ('op', 'dt', 'shape', 'old1', 'old2', 'new1', 'new2', 'new/old',
-                                                      '%copy o->n', 'keepL2/new'))
+print('knob columns: (new with the knob) / new, run means: ' + ', '.join('k%d %s' % (i, k) for i, k in enumerate(knobs)))
+print('%-18s %-5s %-12s %8s %8s %8s %8s %6s %12s %s' % ('op', 'dt', 'shape', 'old1', 'old2', 'new1', 'new2', 'new/old',
+                                                    '%copy o->n', ' '.join('%6s' % ('k%d' % i) for i in range(len(knobs)))))
 keys = [k for k in runs['new'][0][0]] or [k for k in runs['old'][0][0]]
 for k in keys:
     o = [r[0].get(k) for r in runs['old']]
     n = [r[0].get(k) for r in runs['new']]
-    kp = [r[0].get(k) for r in runs['newkeep']]
     if None in o or None in n:
         print(k, 'missing', o, n)
         continue
     om, nm = (o[0][0] + o[1][0]) / 2, (n[0][0] + n[1][0]) / 2
-    kps = ''
-    if None not in kp:
-        kps = '%.3f' % (((kp[0][0] + kp[1][0]) / 2) / nm)
-    print('%-18s %-5s %-12s %8.1f %8.1f %8.1f %8.1f %6.3f %5.1f->%5.1f %10s' % (
+    kps = []
+    for kn in knobs:
+        kp = [r[0].get(k) for r in runs['new_' + kn]]
+        kps.append('%6.3f' % (((kp[0][0] + kp[1][0]) / 2) / nm) if None not in kp else '%6s' % '')
+    kps = ' '.join(kps)
+    print('%-18s %-5s %-12s %8.1f %8.1f %8.1f %8.1f %6.3f %5.1f->%5.1f %s' % (
         k[0], k[1], '%dx%d' % (k[2], k[3]), o[0][0], o[1][0], n[0][0], n[1][0], nm / om, (o[0][1] + o[1][1]) / 2,
         (n[0][1] + n[1][1]) / 2, kps))
 
-print('\n== fingerprints old vs new (dev/membound/norm_bits.c)')
-bo = [l.rstrip('\n') for l in open(os.path.join(d, 'bits_old.txt'))] if os.path.exists(os.path.join(d, 'bits_old.txt')) else []
-bn = [l.rstrip('\n') for l in open(os.path.join(d, 'bits_new.txt'))] if os.path.exists(os.path.join(d, 'bits_new.txt')) else []
-diff = [(a, b) for a, b in zip(bo, bn) if a != b]
-print('old %d lines, new %d lines, %d differ; repeat differs: old %d new %d; last lines: %r %r' % (
-    len(bo), len(bn), len(diff), sum('REPEAT' in l for l in bo), sum('REPEAT' in l for l in bn), bo[-1:], bn[-1:]))
-for a, b in diff[:20]:
-    print('  old: %s\n  new: %s' % (a, b))
+def lines(name):
+    p = os.path.join(d, name)
+    return [l.rstrip('\n') for l in open(p)] if os.path.exists(p) else []
+
+
+bo = lines('bits_old.txt')
+for name in ['bits_new.txt'] + ['bits_new_%s.txt' % k for k in knobs]:
+    print('\n== fingerprints old vs %s (dev/membound/norm_bits.c)' % name)
+    bn = lines(name)
+    diff = [(a, b) for a, b in zip(bo, bn) if a != b]
+    print('old %d lines, new %d lines, %d differ; repeat differs: old %d new %d; last lines: %r %r' % (
+        len(bo), len(bn), len(diff), sum('REPEAT' in l for l in bo), sum('REPEAT' in l for l in bn), bo[-1:], bn[-1:]))
+    for a, b in diff[:8]:
+        print('  old: %s\n  new: %s' % (a, b))
+    if len(diff) > 8:
+        print('  ... differing cases: ' + ' | '.join(sorted({b[:40].strip() for a, b in diff})))
 
 print('\n== tests and sanitizer (last lines)')
 for f in sorted(glob.glob(os.path.join(d, 'test_gpu_*.log')) + glob.glob(os.path.join(d, 'san_*.log'))):
     lines = [l.rstrip('\n') for l in open(f) if l.strip()]
-    summ = [l for l in lines if 'ERROR SUMMARY' in l or 'passed' in l.lower() or 'FAIL' in l]
+    summ = [l for l in lines if 'SUMMARY' in l or 'passed' in l.lower() or 'FAIL' in l]
     print('%-40s %s | %s' % (os.path.basename(f), ' / '.join(summ[-3:])[:200], lines[-1] if lines else ''))
 
 print('\n== ncu, bf16 norm backward kernels (one launch each, in bench order)')
 shapes = [(4096, 1024), (4096, 4096), (16384, 8192), (1024, 32768), (256, 262144)]
-for v in ('old', 'new'):
+for v in ('old', 'new', 'nbr512', 'partial_8', 'partial_32'):
     p = os.path.join(d, 'ncu_%s.csv' % v)
     if not os.path.exists(p):
         continue

@@ -58,7 +58,10 @@ struct nbl_sum2 {
  * dgamma/dbeta accumulators live in shared memory, thread-private, four columns per float4
  * ([j][thread]: one 16-byte access per four columns, conflict-free, no barrier; each column
  * still adds its rows in row order), gamma is re-read per row from L1. dx is packed by the
- * hardware (cml__pack16_fast: NaN comes out as the canonical NaN). */
+ * hardware (cml__pack16_fast: NaN comes out as the canonical NaN). The products are fused into
+ * their sums explicitly (__fmaf_rn), as the compiler did before the float4 accumulators: left
+ * to it, f32 rows without gamma got g xh once for two sums (a multiply, then two adds), which
+ * changed dgamma's and dx's last bits. */
 template <int DT, bool LN, int KW>
 static __global__ void __launch_bounds__(NBL_THREADS, 8 / KW)
     nbl_kernel(void *dx, float *part, const void *dy, const void *x, const void *gamma, const float *mean,
@@ -107,8 +110,8 @@ static __global__ void __launch_bounds__(NBL_THREADS, 8 / KW)
                         const int u = 4 * j + i;
                         const float xh = (xv[u] - m) * r, g = gw ? gv[u] * gm[u] : gv[u];
                         s.x += g;
-                        s.y += g * xh;
-                        ag[i] += gv[u] * xh;
+                        s.y = __fmaf_rn(g, xh, s.y);
+                        ag[i] = __fmaf_rn(gv[u], xh, ag[i]);
                         if (LN) ab[i] += gv[u];
                     }
                     pg[j * NBL_THREADS] = *(const float4 *)ag;
@@ -156,7 +159,7 @@ static __global__ void __launch_bounds__(NBL_THREADS, 8 / KW)
 #pragma unroll
                 for (int u = 0; u < V; u++) {
                     const float xh = (xv[u] - m) * r, g = gw ? gv[u] * gm[u] : gv[u];
-                    xv[u] = LN ? r * (g - mg - xh * mgx) : r * (g - xh * mgx);
+                    xv[u] = r * __fmaf_rn(-xh, mgx, LN ? g - mg : g);
                 }
                 cml__st16((T *)dx + (size_t)row * (size_t)C + lo + c, cml__pack16_fast<DT>(xv));
             }
