@@ -24,7 +24,7 @@
 #include "kernels/cuda/common/dtype.cuh"
 
 #define NBP_COLS 32
-#define NBP_PHASES 8 /* row phases per block (CML_NORM_BWD_PHASES=32: 32, for A/B runs) */
+#define NBP_PHASES 8
 
 /* Waits until the grids this one depends on (programmatic launch) are complete and their
  * writes visible; a no-op for a plain launch. */
@@ -59,10 +59,10 @@ struct nb_div {
  * has read from L2 (discard.global.L2), so that the partial rows, dirty in L2 and never read
  * again, are not written back to DRAM when evicted (up to 8% of the traffic: 17 MB at LayerNorm
  * 1024x32768). */
-template <int DT, int NOUT, int PH>
-static __global__ void __launch_bounds__(NBP_COLS * PH)
+template <int DT, int NOUT>
+static __global__ void __launch_bounds__(NBP_COLS * NBP_PHASES)
     nb_partial_sum_kernel(void *out0, void *out1, float *part, int nb, long long C, bool discard) {
-    __shared__ float sm[NOUT][PH][NBP_COLS + 1];
+    __shared__ float sm[NOUT][NBP_PHASES][NBP_COLS + 1];
     nb_grid_wait();
     const long long c = (long long)blockIdx.x * NBP_COLS + threadIdx.x;
     float a[NOUT];
@@ -70,15 +70,15 @@ static __global__ void __launch_bounds__(NBP_COLS * PH)
     for (int o = 0; o < NOUT; o++) a[o] = 0.0f;
     if (c < C) {
 #pragma unroll 4
-        for (int k = threadIdx.y; k < nb; k += PH)
+        for (int k = threadIdx.y; k < nb; k += NBP_PHASES)
 #pragma unroll
             for (int o = 0; o < NOUT; o++) a[o] += part[((size_t)k * NOUT + o) * (size_t)C + c];
     }
     if (discard) {
         __syncwarp(); /* the warp's loads of these lines come first */
-        const int lines = (nb - (int)threadIdx.y + PH - 1) / PH * NOUT;
+        const int lines = (nb - (int)threadIdx.y + NBP_PHASES - 1) / NBP_PHASES * NOUT;
         for (int i = threadIdx.x; i < lines; i += 32) {
-            const int k = (int)threadIdx.y + i / NOUT * PH, o = i % NOUT;
+            const int k = (int)threadIdx.y + i / NOUT * NBP_PHASES, o = i % NOUT;
             const float *line = part + ((size_t)k * NOUT + o) * (size_t)C + (size_t)blockIdx.x * NBP_COLS;
             asm volatile("discard.global.L2 [%0], 128;" ::"l"(line) : "memory");
         }
@@ -90,21 +90,10 @@ static __global__ void __launch_bounds__(NBP_COLS * PH)
 #pragma unroll
     for (int o = 0; o < NOUT; o++) {
         float v = sm[o][0][threadIdx.x];
-        for (int p = 1; p < PH; p++) v += sm[o][p][threadIdx.x];
+        for (int p = 1; p < NBP_PHASES; p++) v += sm[o][p][threadIdx.x];
         void *out = o == 0 ? out0 : out1;
         if (out) cml__st<DT>(out, c, v);
     }
-}
-
-/* CML_NORM_BWD_PHASES=32 (read once): 32 row phases per block instead of 8 (another fixed order
- * of the sums), for A/B runs. */
-static inline int nb_phases(void) {
-    static int ph = -1;
-    if (ph < 0) {
-        const char *e = getenv("CML_NORM_BWD_PHASES");
-        ph = e && strcmp(e, "32") == 0 ? 32 : NBP_PHASES;
-    }
-    return ph;
 }
 
 /* CML_NORM_BWD_DISCARD=0 (read once) keeps the partial rows in L2 after their sum, for A/B runs. */
@@ -126,15 +115,15 @@ static inline bool nb_pdl_enabled(void) {
     return mode == 1;
 }
 
-/* Launches the sum of nb partial rows of NOUT outputs on the stream, PH row phases per block. */
-template <int DT, int NOUT, int PH>
-static inline cudaError_t nb_partial_sum_launch_ph(cudaStream_t st, void *out0, void *out1, float *part, int nb,
-                                                   long long C) {
+/* Launches the sum of nb partial rows of NOUT outputs on the stream; the launch error, if any. */
+template <int DT, int NOUT>
+static inline cudaError_t nb_partial_sum_launch(cudaStream_t st, void *out0, void *out1, float *part, int nb,
+                                                long long C) {
     const unsigned grid = (unsigned)((C + NBP_COLS - 1) / NBP_COLS);
-    const dim3 block(NBP_COLS, PH);
+    const dim3 block(NBP_COLS, NBP_PHASES);
     const bool discard = nb_discard_enabled() && C % NBP_COLS == 0 && ((uintptr_t)part & 127u) == 0;
     if (!nb_pdl_enabled()) {
-        nb_partial_sum_kernel<DT, NOUT, PH><<<grid, block, 0, st>>>(out0, out1, part, nb, C, discard);
+        nb_partial_sum_kernel<DT, NOUT><<<grid, block, 0, st>>>(out0, out1, part, nb, C, discard);
         return cudaGetLastError();
     }
     cudaLaunchConfig_t cfg;
@@ -147,15 +136,7 @@ static inline cudaError_t nb_partial_sum_launch_ph(cudaStream_t st, void *out0, 
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, nb_partial_sum_kernel<DT, NOUT, PH>, out0, out1, part, nb, C, discard);
-}
-
-/* Launches the sum of nb partial rows of NOUT outputs on the stream; the launch error, if any. */
-template <int DT, int NOUT>
-static inline cudaError_t nb_partial_sum_launch(cudaStream_t st, void *out0, void *out1, float *part, int nb,
-                                                long long C) {
-    return nb_phases() == 32 ? nb_partial_sum_launch_ph<DT, NOUT, 32>(st, out0, out1, part, nb, C)
-                             : nb_partial_sum_launch_ph<DT, NOUT, NBP_PHASES>(st, out0, out1, part, nb, C);
+    return cudaLaunchKernelEx(&cfg, nb_partial_sum_kernel<DT, NOUT>, out0, out1, part, nb, C, discard);
 }
 
 #endif

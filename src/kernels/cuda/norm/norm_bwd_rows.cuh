@@ -82,7 +82,7 @@ template <int DT> static __device__ __forceinline__ float nbr_elem(const uint4 &
 }
 
 /* Block (G, R); part (f32, (gridDim.x, LN ? 2 : 1, C)), NULL when no dgamma/dbeta is wanted;
- * mean is read only for LN. GT: G as a compile-time constant (32 .. 512; 0: G = blockDim.x,
+ * mean is read only for LN. GT: G as a compile-time constant (32 .. 256; 0: G = blockDim.x,
  * for groups narrower than a warp), so that the group's reduction is unrolled with a constant
  * mask instead of a loop of run-time width. */
 template <int DT, bool LN, int GT>
@@ -206,17 +206,6 @@ static __global__ void __launch_bounds__(NBR_THREADS, 1)
     }
 }
 
-/* CML_NORM_BWD_NBR_WORDS=512 (read once): rows of up to 512 words come here too (G = 512, R = 2),
- * for A/B runs against the register-row kernels. */
-static inline long long nbr_max_words(void) {
-    static int w = -1;
-    if (w < 0) {
-        const char *e = getenv("CML_NORM_BWD_NBR_WORDS");
-        w = e && strcmp(e, "512") == 0 ? 512 : NBR_MAX_WORDS;
-    }
-    return w;
-}
-
 static inline bool nbr_enabled(void) {
     static int mode = -1;
     if (mode < 0) {
@@ -233,7 +222,6 @@ template <int DT, bool LN> static inline decltype(&nbr_kernel<DT, LN, 0>) nbr_pi
     case 64: return nbr_kernel<DT, LN, 64>;
     case 128: return nbr_kernel<DT, LN, 128>;
     case 256: return nbr_kernel<DT, LN, 256>;
-    case 512: return nbr_kernel<DT, LN, 512>;
     default: return nbr_kernel<DT, LN, 0>;
     }
 }
@@ -244,7 +232,7 @@ template <int DT, bool LN>
 static inline bool nbr_geometry(long long rows, long long C, int sms, int *G, int *R, int *nb) {
     constexpr int V = cml__words<DT>::V;
     const long long W = C / V;
-    if (!nbr_enabled() || W > nbr_max_words() || W < 1 || rows < 1 || rows >= (1ll << 31) - 2 * (long long)sms * NBR_THREADS)
+    if (!nbr_enabled() || W > NBR_MAX_WORDS || W < 1 || rows < 1 || rows >= (1ll << 31) - 2 * (long long)sms * NBR_THREADS)
         return false;
     *G = cml__pow2_at_least(W, NBR_THREADS);
     *R = NBR_THREADS / *G;
