@@ -12,8 +12,8 @@
 #    test_gpu_{layernorm,rmsnorm} (CML_TEST_SANITIZER=1, all knobs on);
 # 3. camel bench membound --mode steady over the ops below, old/new alternating twice, each new
 #    run followed by the new build under each knob (norm backward only);
-# 4. ncu (clock control off) of the bf16 norm backward kernels (both builds) and of the
-#    partial sums (new build, default and 32 phases), one launch each.
+# 4. ncu (clock control off) of the bf16 norm backward kernels of both builds, one launch each
+#    (call 2 also timed the partial sums at 8 and 32 phases, and nbr at 512 words).
 # Logs in /tmp/x, packed into $OUT/logs.tgz after every stage; the summary is printed last.
 set -u
 base_tgz=$1
@@ -24,9 +24,11 @@ pack() { tar czf "$OUT/logs.tgz" -C $X . 2>/dev/null; }
 t0=$(date +%s)
 stamp() { echo "[$(($(date +%s) - t0)) s] $*" | tee -a $X/stages.txt; }
 OPS=layernorm_bwd,rmsnorm_bwd,softmax,softmax_bwd,layernorm,rmsnorm,cross_entropy_bwd
-# A/B knobs of the new build (name=value), each run alone
-KNOBS="CML_NORM_BWD_DISCARD=0 CML_NORM_BWD_NBR_WORDS=512 CML_NORM_BWD_PHASES=32"
-ALLON="CML_NORM_BWD_NBR_WORDS=512 CML_NORM_BWD_PHASES=32"
+# A/B knobs of the new build (name=value), each run alone; ALLON: all at once for the tests and the
+# sanitizer (device call 2 of session 8 also ran CML_NORM_BWD_NBR_WORDS=512 CML_NORM_BWD_PHASES=32,
+# since taken out: dev/membound/s8_nbr512_phases32.patch). NCU=0 skips step 4.
+KNOBS=${KNOBS-"CML_NORM_BWD_DISCARD=0"}
+ALLON=${ALLON-""}
 
 tar xzf "$root/$base_tgz" -C /tmp/o
 cp /tmp/w/dev/membound/norm_bits.c /tmp/o/tests/gpu/zz_norm_bits.c
@@ -58,7 +60,8 @@ for t in test_gpu_layernorm test_gpu_rmsnorm test_gpu_softmax; do
     (cd $N/tests && timeout 200 ./$t >$X/$t.log 2>&1; echo "rc $?" >>$X/$t.log) &
 done
 for t in test_gpu_layernorm test_gpu_rmsnorm; do
-    (cd $N/tests && env $ALLON timeout 200 ./$t >$X/${t}_knobs.log 2>&1; echo "rc $?" >>$X/${t}_knobs.log) &
+    [ -n "$ALLON" ] && (cd $N/tests && env $ALLON timeout 200 ./$t >$X/${t}_knobs.log 2>&1
+        echo "rc $?" >>$X/${t}_knobs.log) &
     for tool in memcheck racecheck; do
         (cd $N/tests && env $ALLON CML_TEST_SANITIZER=1 timeout 170 compute-sanitizer --tool $tool \
             --error-exitcode 99 --report-api-errors no ./$t >$X/san_${tool}_$t.log 2>&1
@@ -80,6 +83,7 @@ for i in 1 2; do
     pack
 done
 
+[ "${NCU:-1}" = 0 ] || {
 M=sm__inst_executed.avg.per_cycle_active,smsp__inst_executed.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum,smsp__inst_executed_op_global_st.sum
 for v in old new; do
     bin=/tmp/old-bin/camel; [ $v = new ] && bin=$N/apps/camel/camel
@@ -88,18 +92,8 @@ for v in old new; do
         $bin bench membound --mode cold --reps 20 --ops layernorm_bwd,rmsnorm_bwd >$X/ncu_$v.csv 2>$X/ncu_$v.err
     echo "rc $?" >>$X/ncu_$v.err
 done
-for v in 8 32; do
-    CML_NORM_BWD_PHASES=$v timeout 60 ncu --clock-control none --kernel-name-base mangled \
-        -k 'regex:nb_partial_sum_kernelILi2E' --filter-mode per-launch-config --launch-skip 3 --launch-count 1 \
-        --metrics gpu__time_duration.sum,smsp__inst_executed.sum --csv \
-        $N/apps/camel/camel bench membound --mode cold --reps 20 --ops layernorm_bwd,rmsnorm_bwd \
-        >$X/ncu_partial_$v.csv 2>>$X/ncu_new.err
-done
-CML_NORM_BWD_NBR_WORDS=512 timeout 60 ncu --clock-control none --kernel-name-base mangled \
-    -k 'regex:(nbl|nbr|rows)_kernelILi2E' --filter-mode per-launch-config --launch-skip 3 --launch-count 1 \
-    --metrics $M --csv $N/apps/camel/camel bench membound --mode cold --reps 20 --ops layernorm_bwd,rmsnorm_bwd \
-    >$X/ncu_nbr512.csv 2>>$X/ncu_new.err
 stamp "ncu done"
+}
 python3 /tmp/w/dev/membound/s8_summary.py $X >$X/summary.txt 2>&1
 pack
 cat $X/summary.txt

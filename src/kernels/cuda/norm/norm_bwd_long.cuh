@@ -59,9 +59,10 @@ struct nbl_sum2 {
  * ([j][thread]: one 16-byte access per four columns, conflict-free, no barrier; each column
  * still adds its rows in row order), gamma is re-read per row from L1. dx is packed by the
  * hardware (cml__pack16_fast: NaN comes out as the canonical NaN). The products are fused into
- * their sums explicitly (__fmaf_rn), as the compiler did before the float4 accumulators: left
- * to it, f32 rows without gamma got g xh once for two sums (a multiply, then two adds), which
- * changed dgamma's and dx's last bits. */
+ * their sums explicitly (__fmaf_rn, __fmul_rn), the way the compiler fused them before the float4
+ * accumulators (RMSNorm's dx with gamma: dy gamma fused, xhat mgx rounded first): left to it,
+ * the new code fused other products (f32 rows without gamma: g xhat once for two sums), which
+ * changed the last bits of dgamma and dx. */
 template <int DT, bool LN, int KW>
 static __global__ void __launch_bounds__(NBL_THREADS, 8 / KW)
     nbl_kernel(void *dx, float *part, const void *dy, const void *x, const void *gamma, const float *mean,
@@ -159,7 +160,8 @@ static __global__ void __launch_bounds__(NBL_THREADS, 8 / KW)
 #pragma unroll
                 for (int u = 0; u < V; u++) {
                     const float xh = (xv[u] - m) * r, g = gw ? gv[u] * gm[u] : gv[u];
-                    xv[u] = r * __fmaf_rn(-xh, mgx, LN ? g - mg : g);
+                    if (LN) xv[u] = r * __fmaf_rn(-xh, mgx, g - mg);
+                    else xv[u] = r * (gw ? __fmaf_rn(gv[u], gm[u], -__fmul_rn(xh, mgx)) : __fmaf_rn(-xh, mgx, g));
                 }
                 cml__st16((T *)dx + (size_t)row * (size_t)C + lo + c, cml__pack16_fast<DT>(xv));
             }
