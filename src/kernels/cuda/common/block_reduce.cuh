@@ -150,6 +150,38 @@ template <int DT> static __device__ __forceinline__ uint4 cml__pack16(const floa
     return w;
 }
 
+/* The same word through the hardware's round-to-nearest-even pack (cvt.rn.bf16x2.f32 /
+ * cvt.rn.f16x2.f32: one instruction per two elements, where cml__pack16's software rounding
+ * of dtype.cuh takes about nine per element). Bit for bit cml__pack16's result except for NaN,
+ * which comes out as the canonical NaN (0x7FFF) instead of the CPU's quiet NaN with the sign
+ * and payload kept: for kernel outputs (softmax, cross-entropy, norm backward), not for copies
+ * and conversions, which must give the CPU's bytes. */
+template <int DT> static __device__ __forceinline__ uint4 cml__pack16_fast(const float *in) {
+    if constexpr (DT == CML_F32) {
+        return cml__pack16<DT>(in);
+    } else {
+        unsigned u[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            if constexpr (DT == CML_BF16)
+                asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(u[k]) : "f"(in[2 * k + 1]), "f"(in[2 * k]));
+            else
+                asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(u[k]) : "f"(in[2 * k + 1]), "f"(in[2 * k]));
+        }
+        return make_uint4(u[0], u[1], u[2], u[3]);
+    }
+}
+
+/* Stores a 16-byte word to global memory p (16-byte aligned) with one st.global.v4. A plain
+ * `*(uint4 *)p = w` became four 4-byte stores in nbl_kernel and every row-sync one-pass
+ * kernel (nvcc 13, session 7): four times the store instructions and L1->L2 write requests.
+ * The "memory" clobber keeps it in program order with the thread's other accesses (a later
+ * 2-byte store into the same word, reads of an aliased input). */
+static __device__ __forceinline__ void cml__st16(void *p, uint4 w) {
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w.x), "r"(w.y), "r"(w.z), "r"(w.w)
+                 : "memory");
+}
+
 /* Elements of one buffer, f32/f16/bf16 known at compile time. */
 template <int DT> static __device__ __forceinline__ float cml__ld(const void *p, long long i) {
     return cml__to_f32<DT>(((const typename cml__elem<DT>::type *)p)[i]);

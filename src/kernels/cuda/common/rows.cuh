@@ -54,8 +54,9 @@ static __device__ __forceinline__ void cml__row_load(float (&v)[E], const void *
     }
 }
 
-/* row[col(e)] = v[e] for the columns inside the row. */
-template <int DT, bool VEC, int E>
+/* row[col(e)] = v[e] for the columns inside the row. FAST: 16-byte words packed by the hardware
+ * (cml__pack16_fast: NaN as the canonical NaN), for kernel outputs. */
+template <int DT, bool VEC, int E, bool FAST = false>
 static __device__ __forceinline__ void cml__row_store(void *row, const float (&v)[E], int n, int t, int G) {
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V;
@@ -63,7 +64,10 @@ static __device__ __forceinline__ void cml__row_store(void *row, const float (&v
 #pragma unroll
         for (int k = 0; k < E / V; k++) {
             const int c = (k * G + t) * V;
-            if (c < n) *(uint4 *)((T *)row + c) = cml__pack16<DT>(&v[k * V]);
+            if (c < n) {
+                if constexpr (FAST) cml__st16((T *)row + c, cml__pack16_fast<DT>(&v[k * V]));
+                else *(uint4 *)((T *)row + c) = cml__pack16<DT>(&v[k * V]);
+            }
         }
     } else {
 #pragma unroll

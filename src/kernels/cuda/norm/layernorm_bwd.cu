@@ -41,15 +41,18 @@
 
 /* ---- rows held in registers ------------------------------------------------------------------------ */
 
-/* part (f32, (gridDim.x, 2, C)): the block's dgamma terms then its dbeta terms; NULL when neither is wanted. */
-template <int DT, bool VEC>
+/* part (f32, (gridDim.x, 2, C)): the block's dgamma terms then its dbeta terms; NULL when neither is wanted.
+ * GT: G as a compile-time constant (32 .. 1024, aligned rows; 0: G = blockDim.x), so that the
+ * row reductions are unrolled with constant masks and widths. */
+template <int DT, bool VEC, int GT>
 static __global__ void __launch_bounds__(VEC ? 1024 : 512)
     ln_bwd_rows_kernel(void *dx, float *part, const void *dy, const void *x, const void *gamma, const float *mean,
                        const float *rstd, long long rows, int C) {
     typedef typename cml__elem<DT>::type T;
     __shared__ float2 red[2][32];
     __shared__ float combine[COMBINE_FLOATS];
-    const int G = blockDim.x, R = blockDim.y, t = threadIdx.x;
+    const int G = GT > 0 ? GT : (int)blockDim.x, R = blockDim.y, t = threadIdx.x;
+    const nb_div div(C);
     float dg[E_ROW], db[E_ROW];
 #pragma unroll
     for (int e = 0; e < E_ROW; e++) dg[e] = db[e] = 0.0f;
@@ -73,7 +76,7 @@ static __global__ void __launch_bounds__(VEC ? 1024 : 512)
         }
         s = cml__group_allreduce_sum2(s, G, red[parity]);
         parity ^= 1;
-        const float mg = s.x / (float)C, mgx = s.y / (float)C;
+        const float mg = div(s.x), mgx = div(s.y);
 #pragma unroll
         for (int e = 0; e < E_ROW; e++) {
             const float xh = (xv[e] - m) * r, g = gv[e] * gm[e];
@@ -81,9 +84,10 @@ static __global__ void __launch_bounds__(VEC ? 1024 : 512)
             db[e] += gv[e];
             xv[e] = r * (g - mg - xh * mgx);
         }
-        if (valid) cml__row_store<DT, VEC, E_ROW>((T *)dx + off, xv, C, t, G);
+        if (valid) cml__row_store<DT, VEC, E_ROW, true>((T *)dx + off, xv, C, t, G);
     }
-    if (!part) return; /* uniform across the grid */
+    nb_launch_dependents(); /* the partial-sum kernel may be scheduled: it waits for this grid to end */
+    if (!part) return;      /* uniform across the grid */
     /* Merge the R groups' terms in group order (dgamma, then dbeta through the same buffer). */
     float *out = part + (size_t)blockIdx.x * 2 * C;
     for (int k = 0; k < 2; k++) {
@@ -107,6 +111,21 @@ static __global__ void __launch_bounds__(VEC ? 1024 : 512)
             for (int q = 1; q < R; q++) a += combine[q * C + c];
             out[(size_t)k * C + c] = a;
         }
+    }
+}
+
+/* The register-row kernel for groups of G threads: G a compile-time constant for aligned rows
+ * from a warp up (the reductions unrolled), else read from blockDim. */
+template <int DT> static inline decltype(&ln_bwd_rows_kernel<DT, true, 0>) rows_pick(bool vec, int G) {
+    if (!vec) return ln_bwd_rows_kernel<DT, false, 0>;
+    switch (G) {
+    case 32: return ln_bwd_rows_kernel<DT, true, 32>;
+    case 64: return ln_bwd_rows_kernel<DT, true, 64>;
+    case 128: return ln_bwd_rows_kernel<DT, true, 128>;
+    case 256: return ln_bwd_rows_kernel<DT, true, 256>;
+    case 512: return ln_bwd_rows_kernel<DT, true, 512>;
+    case 1024: return ln_bwd_rows_kernel<DT, true, 1024>;
+    default: return ln_bwd_rows_kernel<DT, true, 0>;
     }
 }
 
@@ -202,7 +221,7 @@ static cml_status launched(const char *kernel, cml_dtype dt, long long n, unsign
 }
 
 template <int DT>
-static cml_status partial_sum_launch(cml_ctx *ctx, void *dgamma, void *dbeta, const float *part, int nb, long long C) {
+static cml_status partial_sum_launch(cml_ctx *ctx, void *dgamma, void *dbeta, float *part, int nb, long long C) {
     CML_CUDA_TRY(FN, (nb_partial_sum_launch<DT, 2>(cml__stream(ctx), dgamma, dbeta, part, nb, C)));
     return CML_OK;
 }
@@ -220,9 +239,9 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, void *dbeta, 
     if (vec && nbl_mode() != 2 && nbr_geometry<DT, true>(rows, C, sms, &G, &R, &nb)) { /* norm_bwd_rows.cuh */
         void *part = NULL;
         if (want) CML_TRY(cml_ctx_workspace(ctx, &part, (size_t)nb * 2 * (size_t)C * sizeof(float)));
-        nbr_kernel<DT, true><<<nb, dim3(G, R), 0, st>>>(dx, (float *)part, dy, x, gamma, mean, rstd, rows, (int)C);
+        nbr_pick<DT, true>(G)<<<nb, dim3(G, R), 0, st>>>(dx, (float *)part, dy, x, gamma, mean, rstd, rows, (int)C);
         CML_TRY(launched("nbr_kernel", (cml_dtype)DT, rows * C, (unsigned)nb, (unsigned)(G * R)));
-        return want ? partial_sum_launch<DT>(ctx, dgamma, dbeta, (const float *)part, nb, C) : CML_OK;
+        return want ? partial_sum_launch<DT>(ctx, dgamma, dbeta, (float *)part, nb, C) : CML_OK;
     }
     nbl_plan fp;
     if (vec && nbl_mode() != 0 && (C > (long long)threads * E_ROW || nbl_mode() == 2 || nbl_short<DT>(C)) &&
@@ -231,7 +250,8 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, void *dbeta, 
         void *ws = NULL;
         CML_TRY(cml_ctx_workspace(ctx, &ws, part_off + (want ? (size_t)fp.groups * 2 * (size_t)C * sizeof(float) : 0)));
         float *part = (float *)((char *)ws + part_off);
-        CML_CUDA_TRY(FN, cml__row_sync_reset(ws, rows, fp.splits, st));
+        if (fp.splits > 1) /* rows of one chunk take no ticket and wait for no block: no reset */
+            CML_CUDA_TRY(FN, cml__row_sync_reset(ws, rows, fp.splits, st));
         nbl_launch<DT, true>(fp, st, dx, want ? part : NULL, dy, x, gamma, mean, rstd, ws, rows, C);
         CML_TRY(launched("nbl_kernel", (cml_dtype)DT, rows * C, (unsigned)fp.groups * (unsigned)fp.splits, NBL_THREADS));
         return want ? partial_sum_launch<DT>(ctx, dgamma, dbeta, part, fp.groups, C) : CML_OK;
@@ -239,8 +259,7 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, void *dbeta, 
     if (C <= (long long)threads * E_ROW) {
         const int G = cml__pow2_at_least((C + E_ROW - 1) / E_ROW, threads), R = threads / G;
         int per_sm = 0;
-        cudaError_t e = vec ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ln_bwd_rows_kernel<DT, true>, threads, 0)
-                            : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ln_bwd_rows_kernel<DT, false>, threads, 0);
+        cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, rows_pick<DT>(vec, G), threads, 0);
         if (e != cudaSuccess || per_sm < 1) {
             (void)cudaGetLastError();
             per_sm = 1;
@@ -249,12 +268,9 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, void *dbeta, 
         const int nb = (int)(row_blocks < resident ? row_blocks : resident);
         void *part = NULL;
         if (want) CML_TRY(cml_ctx_workspace(ctx, &part, (size_t)nb * 2 * (size_t)C * sizeof(float)));
-        if (vec)
-            ln_bwd_rows_kernel<DT, true><<<nb, dim3(G, R), 0, st>>>(dx, (float *)part, dy, x, gamma, mean, rstd, rows, (int)C);
-        else
-            ln_bwd_rows_kernel<DT, false><<<nb, dim3(G, R), 0, st>>>(dx, (float *)part, dy, x, gamma, mean, rstd, rows, (int)C);
+        rows_pick<DT>(vec, G)<<<nb, dim3(G, R), 0, st>>>(dx, (float *)part, dy, x, gamma, mean, rstd, rows, (int)C);
         CML_TRY(launched("ln_bwd_rows_kernel", (cml_dtype)DT, rows * C, (unsigned)nb, (unsigned)threads));
-        return want ? partial_sum_launch<DT>(ctx, dgamma, dbeta, (const float *)part, nb, C) : CML_OK;
+        return want ? partial_sum_launch<DT>(ctx, dgamma, dbeta, (float *)part, nb, C) : CML_OK;
     }
     /* long rows that the fused kernel does not take (unaligned): dx through chunks, L2-batched */
     const int splits = (int)((C + CHUNK - 1) / CHUNK);

@@ -84,7 +84,7 @@ static __global__ void __launch_bounds__(1024)
                 if (beta) cml__unpack16<DT>(__ldg((const uint4 *)((const T *)beta + c)), bw);
 #pragma unroll
                 for (int u = 0; u < V; u++) v[u] = (v[u] - mu) * r * gw[u] + bw[u];
-                *(uint4 *)((T *)y + off + c) = cml__pack16<DT>(v);
+                cml__st16((T *)y + off + c, cml__pack16<DT>(v));
             }
         }
     }
@@ -222,7 +222,7 @@ static __global__ void __launch_bounds__(THREADS, 3) /* 4 blocks per SM (64 regi
             if (beta) cml__unpack16<DT>(__ldg((const uint4 *)((const T *)beta + lo + c)), bw);
 #pragma unroll
             for (int u = 0; u < V; u++) v[u] = (v[u] - mu) * r * gw[u] + bw[u];
-            *(uint4 *)((T *)y + off + c) = cml__pack16<DT>(v);
+            cml__st16((T *)y + off + c, cml__pack16<DT>(v));
         }
     }
 }

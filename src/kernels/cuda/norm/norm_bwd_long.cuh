@@ -35,6 +35,7 @@
 
 #include "kernels/cuda/common/row_sync.cuh"
 #include "kernels/cuda/common/rows.cuh"
+#include "kernels/cuda/norm/norm_bwd_partial.cuh"
 
 #define NBL_THREADS 256
 
@@ -54,26 +55,35 @@ struct nbl_sum2 {
 
 /* Registers: the current row's x and dy (2 x 4 words) and the next row's (prefetched while the
  * row's chunks meet), under 128 (2 blocks per SM: 128 KB of loads in flight per SM). The
- * dgamma/dbeta accumulators live in shared memory, thread-private ([e][thread]: no bank
- * conflicts, no barrier), gamma is re-read per row from L1. */
+ * dgamma/dbeta accumulators live in shared memory, thread-private, four columns per float4
+ * ([j][thread]: one 16-byte access per four columns, conflict-free, no barrier; each column
+ * still adds its rows in row order), gamma is re-read per row from L1. dx is packed by the
+ * hardware (cml__pack16_fast: NaN comes out as the canonical NaN). The products are fused into
+ * their sums explicitly (__fmaf_rn, __fmul_rn), the way the compiler fused them before the float4
+ * accumulators (RMSNorm's dx with gamma: dy gamma fused, xhat mgx rounded first): left to it,
+ * the new code fused other products (f32 rows without gamma: g xhat once for two sums), which
+ * changed the last bits of dgamma and dx. */
 template <int DT, bool LN, int KW>
 static __global__ void __launch_bounds__(NBL_THREADS, 8 / KW)
     nbl_kernel(void *dx, float *part, const void *dy, const void *x, const void *gamma, const float *mean,
                const float *rstd, unsigned *sync, unsigned long long *states, long long rows, long long C, int splits,
                int groups) {
     typedef typename cml__elem<DT>::type T;
-    constexpr int V = nbl_dims<DT, KW>::V, E = nbl_dims<DT, KW>::E, CH = nbl_dims<DT, KW>::CH;
-    extern __shared__ float acc[]; /* [LN ? 2 : 1][E][NBL_THREADS]: dgamma terms, then dbeta terms */
+    constexpr int V = nbl_dims<DT, KW>::V, E = nbl_dims<DT, KW>::E, CH = nbl_dims<DT, KW>::CH, V4 = V / 4;
+    /* [LN ? 2 : 1][E / 4][NBL_THREADS]: dgamma terms (columns 4j .. 4j + 3 of the thread's E), then dbeta terms */
+    extern __shared__ float4 nbl_acc[];
     __shared__ float2 red[2][32];
     __shared__ float2 stat;
     const int t = threadIdx.x;
-    const unsigned b = cml__take_ticket(sync);
+    /* one chunk a row: no block waits for another, so blockIdx serves (and the host skips the reset) */
+    const unsigned b = splits == 1 ? blockIdx.x : cml__take_ticket(sync);
     const int q = (int)(b / (unsigned)splits), chunk = (int)(b % (unsigned)splits);
     const long long lo = (long long)chunk * CH;
     const int nn = (int)(C - lo < CH ? C - lo : CH);
     const T *gw = gamma ? (const T *)gamma + lo : nullptr;
+    const nb_div div(C);
 #pragma unroll
-    for (int e = 0; e < E * (LN ? 2 : 1); e++) acc[e * NBL_THREADS + t] = 0.0f;
+    for (int j = 0; j < (E / 4) * (LN ? 2 : 1); j++) nbl_acc[j * NBL_THREADS + t] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     uint4 wx[KW], wd[KW];
     long long row = q;
     cml__words_load<DT, KW>(wx, (const T *)x + (size_t)row * (size_t)C + lo, row < rows ? nn : 0, t, NBL_THREADS);
@@ -90,13 +100,23 @@ static __global__ void __launch_bounds__(NBL_THREADS, 8 / KW)
                 cml__unpack16<DT>(wx[k], xv);
                 cml__unpack16<DT>(wd[k], gv);
                 if (gw) cml__unpack16<DT>(__ldg((const uint4 *)(gw + c)), gm);
+                float4 *pg = nbl_acc + k * V4 * NBL_THREADS + t, *pb = pg + (E / 4) * NBL_THREADS;
 #pragma unroll
-                for (int u = 0; u < V; u++) {
-                    const float xh = (xv[u] - m) * r, g = gw ? gv[u] * gm[u] : gv[u];
-                    s.x += g;
-                    s.y += g * xh;
-                    acc[(k * V + u) * NBL_THREADS + t] += gv[u] * xh;
-                    if (LN) acc[(E + k * V + u) * NBL_THREADS + t] += gv[u];
+                for (int j = 0; j < V4; j++) { /* four columns at a time, in column order */
+                    float ag[4], ab[4];
+                    *(float4 *)ag = pg[j * NBL_THREADS];
+                    if (LN) *(float4 *)ab = pb[j * NBL_THREADS];
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const int u = 4 * j + i;
+                        const float xh = (xv[u] - m) * r, g = gw ? gv[u] * gm[u] : gv[u];
+                        s.x += g;
+                        s.y = __fmaf_rn(g, xh, s.y);
+                        ag[i] = __fmaf_rn(gv[u], xh, ag[i]);
+                        if (LN) ab[i] += gv[u];
+                    }
+                    pg[j * NBL_THREADS] = *(const float4 *)ag;
+                    if (LN) pb[j * NBL_THREADS] = *(const float4 *)ab;
                 }
             }
         }
@@ -116,14 +136,14 @@ static __global__ void __launch_bounds__(NBL_THREADS, 8 / KW)
                                 nrow < rows ? nn : 0, t, NBL_THREADS);
         float mg, mgx;
         if (splits == 1) {
-            mg = s.x / (float)C;
-            mgx = s.y / (float)C;
+            mg = div(s.x);
+            mgx = div(s.y);
         } else {
             if (t < 32) {
                 bool ok;
                 const float2 a = cml__row_merge(sync, states, row, chunk, splits, s, make_float2(0.0f, 0.0f),
                                                 nbl_sum2(), ok);
-                if (t == 0) stat = ok ? make_float2(a.x / (float)C, a.y / (float)C) : make_float2(NAN, NAN);
+                if (t == 0) stat = ok ? make_float2(div(a.x), div(a.y)) : make_float2(NAN, NAN);
             }
             __syncthreads();
             mg = stat.x;
@@ -140,24 +160,33 @@ static __global__ void __launch_bounds__(NBL_THREADS, 8 / KW)
 #pragma unroll
                 for (int u = 0; u < V; u++) {
                     const float xh = (xv[u] - m) * r, g = gw ? gv[u] * gm[u] : gv[u];
-                    xv[u] = LN ? r * (g - mg - xh * mgx) : r * (g - xh * mgx);
+                    if (LN) xv[u] = r * __fmaf_rn(-xh, mgx, g - mg);
+                    else xv[u] = r * (gw ? __fmaf_rn(gv[u], gm[u], -__fmul_rn(xh, mgx)) : __fmaf_rn(-xh, mgx, g));
                 }
-                *(uint4 *)((T *)dx + (size_t)row * (size_t)C + lo + c) = cml__pack16<DT>(xv);
+                cml__st16((T *)dx + (size_t)row * (size_t)C + lo + c, cml__pack16_fast<DT>(xv));
             }
         }
 #pragma unroll
         for (int k = 0; k < KW; k++) wx[k] = nx[k], wd[k] = nd[k];
     }
+    nb_launch_dependents(); /* the partial-sum kernel may be scheduled: it waits for this grid to end */
     if (!part) return;
+    /* the partial row: 16-byte aligned (C a multiple of 4, lo of CH, c of V, part 256-byte aligned) */
     float *pg = part + (size_t)q * (LN ? 2 : 1) * (size_t)C + lo;
 #pragma unroll
     for (int k = 0; k < KW; k++) {
         const int c = (k * NBL_THREADS + t) * V;
         if (c < nn)
 #pragma unroll
-            for (int u = 0; u < V; u++) {
-                pg[c + u] = acc[(k * V + u) * NBL_THREADS + t];
-                if (LN) pg[C + c + u] = acc[(E + k * V + u) * NBL_THREADS + t];
+            for (int j = 0; j < V4; j++) {
+                const float4 a = nbl_acc[(k * V4 + j) * NBL_THREADS + t];
+                cml__st16(pg + c + 4 * j, make_uint4(__float_as_uint(a.x), __float_as_uint(a.y), __float_as_uint(a.z),
+                                                     __float_as_uint(a.w)));
+                if (LN) {
+                    const float4 d = nbl_acc[(E / 4 + k * V4 + j) * NBL_THREADS + t];
+                    cml__st16(pg + C + c + 4 * j, make_uint4(__float_as_uint(d.x), __float_as_uint(d.y),
+                                                             __float_as_uint(d.z), __float_as_uint(d.w)));
+                }
             }
     }
 }

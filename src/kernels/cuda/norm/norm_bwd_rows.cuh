@@ -82,31 +82,37 @@ template <int DT> static __device__ __forceinline__ float nbr_elem(const uint4 &
 }
 
 /* Block (G, R); part (f32, (gridDim.x, LN ? 2 : 1, C)), NULL when no dgamma/dbeta is wanted;
- * mean is read only for LN. */
-template <int DT, bool LN>
+ * mean is read only for LN. GT: G as a compile-time constant (32 .. 256; 0: G = blockDim.x,
+ * for groups narrower than a warp), so that the group's reduction is unrolled with a constant
+ * mask instead of a loop of run-time width. */
+template <int DT, bool LN, int GT>
 static __global__ void __launch_bounds__(NBR_THREADS, 1)
     nbr_kernel(void *dx, float *part, const void *dy, const void *x, const void *gamma, const float *mean,
                const float *rstd, long long rows, int C) {
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V;
     __shared__ float2 red[2][NBR_THREADS / 32];
-    __shared__ __align__(16) float combine[NBR_THREADS * V]; /* LN: dbeta accumulators; then the merges */
-    const int G = blockDim.x, R = blockDim.y, t = threadIdx.x;
+    /* LN: dbeta accumulators, four columns per float4 ([u / 4][thread]); then the merges */
+    __shared__ __align__(16) float combine[NBR_THREADS * V];
+    const int G = GT > 0 ? GT : (int)blockDim.x, R = blockDim.y, t = threadIdx.x;
     const int c = t * V;
     const bool mine = c < C; /* this thread's word lies inside the row */
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
     /* gamma: this thread's word, re-read from L1 where used (registers are the limit at 1024 threads) */
     const uint4 *gw = gamma && mine ? (const uint4 *)((const T *)gamma + c) : nullptr;
     const bool has_g = gamma != nullptr;
-    /* dgamma terms in registers; LN's dbeta terms in shared memory, thread-private ([u][thread]: no
-     * bank conflicts, no barrier), which keeps the kernel within 64 registers for 16-bit rows */
+    /* dgamma terms in registers; LN's dbeta terms in shared memory, thread-private ([u / 4][thread]
+     * float4s: one conflict-free 16-byte access per four columns, no barrier), which keeps the
+     * kernel within 64 registers for 16-bit rows */
     const int nthr = G * R, lin = threadIdx.y * G + t;
+    float4 *const db4 = (float4 *)combine + lin;
+    const nb_div div(C);
     float dg[V];
 #pragma unroll
-    for (int u = 0; u < V; u++) {
-        dg[u] = 0.0f;
-        if (LN) combine[u * nthr + lin] = 0.0f;
-    }
+    for (int u = 0; u < V; u++) dg[u] = 0.0f;
+    if (LN)
+#pragma unroll
+        for (int j = 0; j < V / 4; j++) db4[j * nthr] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     const int step = (int)gridDim.x * R, nrows = (int)rows; /* rows < 2^31 (host) */
     int row = (int)blockIdx.x * R + (int)threadIdx.y;
     /* element offsets of this thread's word in the current and the next row */
@@ -149,18 +155,25 @@ static __global__ void __launch_bounds__(NBR_THREADS, 1)
         }
         s = nbr_group_sum<LN>(s, G, red[parity]);
         parity ^= 1; /* alternate scratch arrays: the next row's barrier orders the reuse */
-        const float mg = s.x / (float)C, mgx = s.y / (float)C;
+        const float mg = div(s.x), mgx = div(s.y);
         float o[V];
         wg = gw ? __ldg(gw) : zero;
 #pragma unroll
-        for (int u = 0; u < V; u++) {
-            const float gv = nbr_elem<DT>(wd, u), xh = (nbr_elem<DT>(wx, u) - m) * r;
-            const float g = has_g ? gv * nbr_elem<DT>(wg, u) : gv;
-            dg[u] += gv * xh;
-            if (LN) combine[u * nthr + lin] += gv;
-            o[u] = LN ? r * (g - mg - xh * mgx) : r * (g - xh * mgx);
+        for (int j = 0; j < V / 4; j++) {
+            float b[4];
+            if (LN) *(float4 *)b = db4[j * nthr];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int u = 4 * j + i;
+                const float gv = nbr_elem<DT>(wd, u), xh = (nbr_elem<DT>(wx, u) - m) * r;
+                const float g = has_g ? gv * nbr_elem<DT>(wg, u) : gv;
+                dg[u] += gv * xh;
+                if (LN) b[i] += gv;
+                o[u] = LN ? r * (g - mg - xh * mgx) : r * (g - xh * mgx);
+            }
+            if (LN) db4[j * nthr] = *(const float4 *)b;
         }
-        if (mine) *(uint4 *)((T *)dx + off) = cml__pack16<DT>(o);
+        if (mine) cml__st16((T *)dx + off, cml__pack16_fast<DT>(o));
         wx = nx, wd = nd, m = nm, r = nr;
     }
     nb_launch_dependents(); /* the partial-sum kernel may be scheduled: it waits for this grid to end */
@@ -168,10 +181,10 @@ static __global__ void __launch_bounds__(NBR_THREADS, 1)
     float *out = part + (size_t)blockIdx.x * (LN ? 2 : 1) * (size_t)C;
     if (LN) { /* dbeta: the groups' terms in group order, straight from the accumulators */
         __syncthreads();
-        for (int cc = lin; cc < C; cc += nthr) {
-            const float *a = combine + (cc % V) * nthr + cc / V;
+        for (int cc = lin; cc < C; cc += nthr) { /* column cc: element cc % V of thread cc / V of each group */
+            const float *a = combine + ((cc % V / 4) * nthr + cc / V) * 4 + cc % 4;
             float v = a[0];
-            for (int q = 1; q < R; q++) v += a[q * G];
+            for (int q = 1; q < R; q++) v += a[q * G * 4];
             out[(size_t)C + cc] = v;
         }
     }
@@ -202,6 +215,17 @@ static inline bool nbr_enabled(void) {
     return mode == 1;
 }
 
+/* Host: the kernel instance for groups of G threads (G constant from a warp up). */
+template <int DT, bool LN> static inline decltype(&nbr_kernel<DT, LN, 0>) nbr_pick(int G) {
+    switch (G) {
+    case 32: return nbr_kernel<DT, LN, 32>;
+    case 64: return nbr_kernel<DT, LN, 64>;
+    case 128: return nbr_kernel<DT, LN, 128>;
+    case 256: return nbr_kernel<DT, LN, 256>;
+    default: return nbr_kernel<DT, LN, 0>;
+    }
+}
+
 /* Host: whether rows of C elements (16-byte aligned, C a multiple of a word) go here, and the
  * geometry: block (G, R), nb blocks (what fits on the GPU at once, at most one per R rows). */
 template <int DT, bool LN>
@@ -214,7 +238,7 @@ static inline bool nbr_geometry(long long rows, long long C, int sms, int *G, in
     *R = NBR_THREADS / *G;
     if (*G > 32 && *R > NBR_MAX_BARRIER_GROUPS) *R = NBR_MAX_BARRIER_GROUPS; /* G = 64: 512 threads */
     int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, nbr_kernel<DT, LN>, *G * *R, 0) != cudaSuccess ||
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, nbr_pick<DT, LN>(*G), *G * *R, 0) != cudaSuccess ||
         per_sm < 1) {
         (void)cudaGetLastError();
         return false;

@@ -43,15 +43,18 @@
 
 /* ---- rows held in registers ------------------------------------------------------------------------ */
 
-/* part (f32, (gridDim.x, C)): the block's dgamma terms; NULL when dgamma is not wanted. */
-template <int DT, bool VEC>
+/* part (f32, (gridDim.x, C)): the block's dgamma terms; NULL when dgamma is not wanted.
+ * GT: G as a compile-time constant (32 .. 1024, aligned rows; 0: G = blockDim.x), so that the
+ * row reduction is unrolled with constant masks and widths. */
+template <int DT, bool VEC, int GT>
 static __global__ void __launch_bounds__(VEC ? 1024 : 512)
     rms_bwd_rows_kernel(void *dx, float *part, const void *dy, const void *x, const void *gamma, const float *rstd,
                         long long rows, int C) {
     typedef typename cml__elem<DT>::type T;
     __shared__ float red[2][32];
     __shared__ float combine[COMBINE_FLOATS];
-    const int G = blockDim.x, R = blockDim.y, t = threadIdx.x;
+    const int G = GT > 0 ? GT : (int)blockDim.x, R = blockDim.y, t = threadIdx.x;
+    const nb_div div(C);
     float dg[E_ROW];
 #pragma unroll
     for (int e = 0; e < E_ROW; e++) dg[e] = 0.0f;
@@ -71,16 +74,17 @@ static __global__ void __launch_bounds__(VEC ? 1024 : 512)
         for (int e = 0; e < E_ROW; e++) s += gv[e] * gm[e] * (xv[e] * r);
         s = cml__group_allreduce(s, G, red[parity], cml__sum_op());
         parity ^= 1;
-        const float mgx = s / (float)C;
+        const float mgx = div(s);
 #pragma unroll
         for (int e = 0; e < E_ROW; e++) {
             const float xh = xv[e] * r;
             dg[e] += gv[e] * xh;
             xv[e] = r * (gv[e] * gm[e] - xh * mgx);
         }
-        if (valid) cml__row_store<DT, VEC, E_ROW>((T *)dx + off, xv, C, t, G);
+        if (valid) cml__row_store<DT, VEC, E_ROW, true>((T *)dx + off, xv, C, t, G);
     }
-    if (!part) return; /* uniform across the grid */
+    nb_launch_dependents(); /* the partial-sum kernel may be scheduled: it waits for this grid to end */
+    if (!part) return;      /* uniform across the grid */
     /* Merge the R groups' terms in group order. */
     float *out = part + (size_t)blockIdx.x * C;
     if (R == 1) {
@@ -101,6 +105,21 @@ static __global__ void __launch_bounds__(VEC ? 1024 : 512)
         float a = combine[c];
         for (int q = 1; q < R; q++) a += combine[q * C + c];
         out[c] = a;
+    }
+}
+
+/* The register-row kernel for groups of G threads: G a compile-time constant for aligned rows
+ * from a warp up (the reductions unrolled), else read from blockDim. */
+template <int DT> static inline decltype(&rms_bwd_rows_kernel<DT, true, 0>) rows_pick(bool vec, int G) {
+    if (!vec) return rms_bwd_rows_kernel<DT, false, 0>;
+    switch (G) {
+    case 32: return rms_bwd_rows_kernel<DT, true, 32>;
+    case 64: return rms_bwd_rows_kernel<DT, true, 64>;
+    case 128: return rms_bwd_rows_kernel<DT, true, 128>;
+    case 256: return rms_bwd_rows_kernel<DT, true, 256>;
+    case 512: return rms_bwd_rows_kernel<DT, true, 512>;
+    case 1024: return rms_bwd_rows_kernel<DT, true, 1024>;
+    default: return rms_bwd_rows_kernel<DT, true, 0>;
     }
 }
 
@@ -185,7 +204,7 @@ static cml_status launched(const char *kernel, int dt, long long n, unsigned gri
 }
 
 template <int DT>
-static cml_status partial_sum_launch(cml_ctx *ctx, void *dgamma, const float *part, int nb, long long C) {
+static cml_status partial_sum_launch(cml_ctx *ctx, void *dgamma, float *part, int nb, long long C) {
     CML_CUDA_TRY(FN, (nb_partial_sum_launch<DT, 1>(cml__stream(ctx), dgamma, nullptr, part, nb, C)));
     return CML_OK;
 }
@@ -196,8 +215,7 @@ static cml_status rows_launch(cml_ctx *ctx, void *dx, void *dgamma, const void *
     const int threads = vec ? 1024 : 512;
     const int G = cml__pow2_at_least((C + E_ROW - 1) / E_ROW, threads), R = threads / G;
     int per_sm = 0;
-    cudaError_t e = vec ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, rms_bwd_rows_kernel<DT, true>, threads, 0)
-                        : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, rms_bwd_rows_kernel<DT, false>, threads, 0);
+    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, rows_pick<DT>(vec, G), threads, 0);
     if (e != cudaSuccess || per_sm < 1) {
         (void)cudaGetLastError();
         per_sm = 1;
@@ -207,12 +225,9 @@ static cml_status rows_launch(cml_ctx *ctx, void *dx, void *dgamma, const void *
     void *part = NULL;
     if (dgamma) CML_TRY(cml_ctx_workspace(ctx, &part, (size_t)nb * (size_t)C * sizeof(float)));
     cudaStream_t st = cml__stream(ctx);
-    if (vec)
-        rms_bwd_rows_kernel<DT, true><<<nb, dim3(G, R), 0, st>>>(dx, (float *)part, dy, x, gamma, rstd, rows, (int)C);
-    else
-        rms_bwd_rows_kernel<DT, false><<<nb, dim3(G, R), 0, st>>>(dx, (float *)part, dy, x, gamma, rstd, rows, (int)C);
+    rows_pick<DT>(vec, G)<<<nb, dim3(G, R), 0, st>>>(dx, (float *)part, dy, x, gamma, rstd, rows, (int)C);
     CML_TRY(launched("rms_bwd_rows_kernel", DT, rows * C, (unsigned)nb, (unsigned)threads));
-    return dgamma ? partial_sum_launch<DT>(ctx, dgamma, (const float *)part, nb, C) : CML_OK;
+    return dgamma ? partial_sum_launch<DT>(ctx, dgamma, (float *)part, nb, C) : CML_OK;
 }
 
 template <int DT>
@@ -226,9 +241,9 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, const void *d
     if (vec && nbl_mode() != 2 && nbr_geometry<DT, false>(rows, C, sms, &G, &R, &nb)) { /* norm_bwd_rows.cuh */
         void *part = NULL;
         if (dgamma) CML_TRY(cml_ctx_workspace(ctx, &part, (size_t)nb * (size_t)C * sizeof(float)));
-        nbr_kernel<DT, false><<<nb, dim3(G, R), 0, st>>>(dx, (float *)part, dy, x, gamma, nullptr, rstd, rows, (int)C);
+        nbr_pick<DT, false>(G)<<<nb, dim3(G, R), 0, st>>>(dx, (float *)part, dy, x, gamma, nullptr, rstd, rows, (int)C);
         CML_TRY(launched("nbr_kernel", DT, rows * C, (unsigned)nb, (unsigned)(G * R)));
-        return dgamma ? partial_sum_launch<DT>(ctx, dgamma, (const float *)part, nb, C) : CML_OK;
+        return dgamma ? partial_sum_launch<DT>(ctx, dgamma, (float *)part, nb, C) : CML_OK;
     }
     nbl_plan fp;
     if (vec && nbl_mode() != 0 && (C > 1024ll * E_ROW || nbl_mode() == 2 || nbl_short<DT>(C)) &&
@@ -237,7 +252,8 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, const void *d
         void *ws = NULL;
         CML_TRY(cml_ctx_workspace(ctx, &ws, part_off + (dgamma ? (size_t)fp.groups * (size_t)C * sizeof(float) : 0)));
         float *part = (float *)((char *)ws + part_off);
-        CML_CUDA_TRY(FN, cml__row_sync_reset(ws, rows, fp.splits, st));
+        if (fp.splits > 1) /* rows of one chunk take no ticket and wait for no block: no reset */
+            CML_CUDA_TRY(FN, cml__row_sync_reset(ws, rows, fp.splits, st));
         nbl_launch<DT, false>(fp, st, dx, dgamma ? part : NULL, dy, x, gamma, nullptr, rstd, ws, rows, C);
         CML_TRY(launched("nbl_kernel", DT, rows * C, (unsigned)fp.groups * (unsigned)fp.splits, NBL_THREADS));
         return dgamma ? partial_sum_launch<DT>(ctx, dgamma, part, fp.groups, C) : CML_OK;

@@ -85,7 +85,7 @@ static __global__ void __launch_bounds__(1024, 1)
 #pragma unroll
         for (int k = 0; k < KW; k++) {
             const int c = (k * G + t) * V;
-            if (c < nn) *(uint4 *)((T *)y + off + c) = scale_word<DT>(w[k], r, gamma, c);
+            if (c < nn) cml__st16((T *)y + off + c, scale_word<DT>(w[k], r, gamma, c));
         }
     }
 }
@@ -153,7 +153,7 @@ static __global__ void __launch_bounds__(THREADS, 4)
 #pragma unroll
     for (int k = 0; k < KW; k++) {
         const int c = (k * THREADS + t) * V;
-        if (c < nn) *(uint4 *)((T *)y + off + c) = scale_word<DT>(w[k], r, gamma, lo + c);
+        if (c < nn) cml__st16((T *)y + off + c, scale_word<DT>(w[k], r, gamma, lo + c));
     }
 }
 

@@ -184,7 +184,7 @@ static __device__ __forceinline__ void ce_bwd_store_words(void *out, const uint4
                         if (u == (int)rel) hot = v[u];
                 }
             }
-            *(uint4 *)((T *)out + c) = cml__pack16_fast<DT>(v);
+            cml__st16((T *)out + c, cml__pack16_fast<DT>(v));
         }
     }
     if (hot_c >= 0) ((T *)out)[hot_c] = cml__from_f32<DT>(hot - g); /* the one-hot term */

@@ -49,7 +49,7 @@ static __device__ __forceinline__ void fwd_store_words(void *y, const uint4 (&w)
 #pragma unroll
                 for (int u = 0; u < V; u++) v[u] = LOG ? (v[u] - m) - a : cml__fexp(v[u] - m) * a;
             }
-            *(uint4 *)((T *)y + c) = cml__pack16_fast<DT>(v);
+            cml__st16((T *)y + c, cml__pack16_fast<DT>(v));
         }
     }
 }
@@ -186,7 +186,7 @@ static __global__ void __launch_bounds__(1024) softmax_bwd_words_kernel(void *dx
                 cml__unpack16<DT>(wp[k], p);
 #pragma unroll
                 for (int u = 0; u < V; u++) g[u] = log ? g[u] - expf(p[u]) * d : p[u] * (g[u] - d);
-                *(uint4 *)((T *)dx + off + c) = cml__pack16_fast<DT>(g);
+                cml__st16((T *)dx + off + c, cml__pack16_fast<DT>(g));
             }
         }
     }
@@ -277,7 +277,7 @@ static __global__ void __launch_bounds__(CML__SM_THREADS, 4)
             cml__unpack16<DT>(wp[k], p);
 #pragma unroll
             for (int u = 0; u < V; u++) g[u] = log ? g[u] - expf(p[u]) * D : p[u] * (g[u] - D);
-            *(uint4 *)((T *)dx + off + c) = cml__pack16_fast<DT>(g);
+            cml__st16((T *)dx + off + c, cml__pack16_fast<DT>(g));
         }
     }
 }

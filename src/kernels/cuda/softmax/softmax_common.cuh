@@ -48,26 +48,8 @@ static __device__ __forceinline__ float cml__fmax_nan(float a, float b) {
  * with range fix-ups and a software round-to-nearest pack (nine) they were issue-bound, not
  * memory-bound (about 30 instructions per element in the softmax forward). Here: the max on
  * packed pairs (max.NaN.bf16x2: exact, half an instruction per element), one exp per element
- * where the row's exps fit in registers, and the hardware's packing conversion (cvt.rn.bf16x2:
- * round to nearest even like dtype.cuh's, one instruction per two elements; NaNs come out as
- * the canonical NaN). */
-
-/* 16-byte word of V outputs, converted with the hardware's round-to-nearest-even pack. */
-template <int DT> static __device__ __forceinline__ uint4 cml__pack16_fast(const float *in) {
-    if constexpr (DT == CML_F32) {
-        return cml__pack16<DT>(in);
-    } else {
-        unsigned u[4];
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            if constexpr (DT == CML_BF16)
-                asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(u[k]) : "f"(in[2 * k + 1]), "f"(in[2 * k]));
-            else
-                asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(u[k]) : "f"(in[2 * k + 1]), "f"(in[2 * k]));
-        }
-        return make_uint4(u[0], u[1], u[2], u[3]);
-    }
-}
+ * where the row's exps fit in registers, and the hardware's packing conversion
+ * (cml__pack16_fast, block_reduce.cuh). */
 
 /* NaN-propagating max of two packed pairs. */
 template <int DT> static __device__ __forceinline__ unsigned cml__max2_nan(unsigned a, unsigned b) {
