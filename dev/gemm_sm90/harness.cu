@@ -5,7 +5,11 @@
  * (median of reps, L2 flushed before each). Used to climb the ladder in README.md.
  *   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Isrc \
  *        dev/gemm_sm90/harness.cu -lcublas -lcuda -o /tmp/harness
- *   /tmp/harness M N K [opa=N|T] [opb=N|T] [reps] */
+ *   /tmp/harness M N K [opa=N|T] [opb=N|T] [reps] [bn] [group_m] [cluster] [nostore|store|tma] [pp|-] [splits]
+ * cluster: 1, 2 (CTAs along M: B multicast) or CMxCN (2-D: A multicast along the cluster's rows
+ * too, e.g. 2x2, 2x4); a clustered run's D is also compared bitwise with the 1x1 kernel's (same
+ * width and splits). Build flags: HARNESS_ONLY_NT / HARNESS_ONLY_TN (one op pair), HARNESS_BN=w
+ * (one width: builds in parallel), HARNESS_NO_PP, HARNESS_FEW_CLUSTERS (1 and 2 only). */
 #include <cublas_v2.h>
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -33,6 +37,11 @@ static void make_map(CUtensorMap *m, void *p, uint64_t inner, uint64_t rows, uin
 struct maps {
     CUtensorMap a[9], b[9]; /* by CN, by CM (1, 2, 4, 8) */
 };
+
+/* split K (argument 12; 1 = none): the partials and the arrival counters (zero, and left zero) */
+static int g_splits = 1;
+static float *g_partials;
+static int *g_arrivals;
 
 /* Clusters of CL x CN CTAs (CL along M, CN along N), launched as 1-D clusters of CL * CN;
  * the grid is the persistent one, capped at the clusters that can be resident at once. */
@@ -76,7 +85,11 @@ static void launch1(const maps &mp, const CUtensorMap &md, int tma, const cml__g
     p.groups = NULL;
     p.n_groups = 0;
     p.tma_store = tma;
-    int clusters = p.cluster_rows * ((p.tiles_n + CN - 1) / CN);
+    p.splits = g_splits;
+    p.split_kb = (p.k_blocks + g_splits - 1) / g_splits;
+    p.partials = g_partials;
+    p.arrivals = g_arrivals;
+    int clusters = p.cluster_rows * ((p.tiles_n + CN - 1) / CN) * g_splits;
     cfg.gridDim = dim3((clusters < max_clusters ? clusters : max_clusters) * CL * CN);
     CK(cudaLaunchKernelEx(&cfg, kern, mp.a[CN], mp.b[CL], md, epi, p));
 }
@@ -117,7 +130,7 @@ static uint16_t f2bf(float f) { uint32_t u; memcpy(&u, &f, 4); u += 0x7FFF + ((u
 static int cmp_float(const void *a, const void *b) { float x = *(const float *)a, y = *(const float *)b; return x < y ? -1 : x > y; }
 
 int main(int argc, char **argv) {
-    if (argc < 4) { printf("usage: harness M N K [opa] [opb] [reps] [bn] [group_m] [cluster: C or CMxCN] [nostore|store|tma] [pp]\n"); return 2; }
+    if (argc < 4) { printf("usage: harness M N K [opa] [opb] [reps] [bn] [group_m] [cluster: C or CMxCN] [nostore|store|tma] [pp|-] [splits]\n"); return 2; }
     int M = atoi(argv[1]), N = atoi(argv[2]), K = atoi(argv[3]);
     int ta = argc > 4 && argv[4][0] == 'T', tb_op_t = !(argc > 5 && argv[5][0] == 'N'); /* default op_b = T */
     int reps = argc > 6 ? atoi(argv[6]) : 20;
@@ -126,6 +139,14 @@ int main(int argc, char **argv) {
     int cluster = 2, cluster_n = 1; /* "2" = 2x1 (along M), "2x4" = 2 along M x 4 along N */
     if (argc > 9 && sscanf(argv[9], "%dx%d", &cluster, &cluster_n) < 1) { printf("cluster %s?\n", argv[9]); return 2; }
     int pp = argc > 11 && strcmp(argv[11], "pp") == 0;
+    g_splits = argc > 12 ? atoi(argv[12]) : 1;
+    if (g_splits < 1 || g_splits > 16 || (g_splits > 1 && pp)) { printf("splits %d?\n", g_splits); return 2; }
+    if (g_splits > 1) { /* per 64-row half tile of the narrowest tiles: splits partials of 64 x 256 floats */
+        size_t halves = (size_t)((M + 127) / 128) * ((N + 111) / 112) * 2;
+        CK(cudaMalloc(&g_partials, halves * g_splits * 64 * 256 * 4));
+        CK(cudaMalloc(&g_arrivals, halves * 4));
+        CK(cudaMemset(g_arrivals, 0, halves * 4));
+    }
     if (pp) bn = 256;
     if (bn != 256 && bn != 192 && bn != 128 && bn != 160 && bn != 112) { printf("bn %d: the kernel has 256, 192 and 128\n", bn); return 2; }
     int TB = !tb_op_t; /* N-major B when op_b = N */
@@ -283,9 +304,9 @@ int main(int argc, char **argv) {
 #endif
     char bits[48] = "";
     if (bit_diff >= 0) snprintf(bits, sizeof bits, " | vs 1x1: %lld differ", bit_diff);
-    printf("%5d x %5d x %5d op %c%c bn=%d g=%d c=%dx%d%s%s%s | ours %.3f ms %6.1f TF | cublas %.3f ms %6.1f TF | ratio %.3f | "
+    printf("%5d x %5d x %5d op %c%c bn=%d s=%d g=%d c=%dx%d%s%s%s | ours %.3f ms %6.1f TF | cublas %.3f ms %6.1f TF | ratio %.3f | "
            "rel.diff %.2e nan %zu sample-err %.2e%s\n",
-           M, N, K, ta ? 'T' : 'N', tb_op_t ? 'T' : 'N', bn, group_m, cluster, cluster_n, pp ? " pp" : "", tma ? " tma" : "", variant, mo, flop / mo / 1e9, mr, flop / mr / 1e9, mr / mo,
+           M, N, K, ta ? 'T' : 'N', tb_op_t ? 'T' : 'N', bn, g_splits, group_m, cluster, cluster_n, pp ? " pp" : "", tma ? " tma" : "", variant, mo, flop / mo / 1e9, mr, flop / mr / 1e9, mr / mo,
            sqrt(num / den), bad, maxerr, bits);
     if (nostore) return 0;
 #if CML_SM90_DEV_EPI != 0

@@ -364,15 +364,15 @@ static __device__ __forceinline__ bool cml__sm90_split_gather(float *acc, float 
  * (same rm: they share A), itself once. CTA rank r is (rm, rn) = (r % CM, r / CM). */
 template <int CM, int CN>
 static __device__ __forceinline__ void cml__sm90_release(uint64_t *empty, int rm, int rn) {
-    if (CM * CN == 1) {
+    if constexpr (CM * CN == 1) {
         cml__mbar_arrive(empty);
-        return;
+    } else {
+#pragma unroll
+        for (int i = 0; i < CM; i++) cml__mbar_arrive_cluster(empty, (uint32_t)(CM * rn + i));
+#pragma unroll
+        for (int j = 0; j < CN; j++)
+            if (j != rn) cml__mbar_arrive_cluster(empty, (uint32_t)(rm + CM * j));
     }
-#pragma unroll
-    for (int i = 0; i < CM; i++) cml__mbar_arrive_cluster(empty, (uint32_t)(CM * rn + i));
-#pragma unroll
-    for (int j = 0; j < CN; j++)
-        if (j != rn) cml__mbar_arrive_cluster(empty, (uint32_t)(rm + CM * j));
 }
 
 /* The cluster tile a linear index names, in grouped order (group_m cluster rows at a time):
