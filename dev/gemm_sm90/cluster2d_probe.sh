@@ -44,10 +44,16 @@ for j in $(jobs -p); do [ "$j" = "${lib_pid:-x}" ] || wait "$j"; done
 echo "harness builds done at $((SECONDS - t0)) s"
 grep -l "spill" "$logs"/nvcc_*.log 2>/dev/null | sed 's/^/spills in /'
 
-# h BIN M N K OPA OPB BN GROUP_M CLUSTER [SPLITS] [REPS]
+# h BIN M N K OPA OPB BN GROUP_M CLUSTER [SPLITS] [REPS]; after two hung runs, only the old binaries run
+hung=0
 h() {
-    taskset -c 0 timeout 60 "$logs/h_$1" "$2" "$3" "$4" "$5" "$6" "${11:-30}" "$7" "$8" "$9" tma - "${10:-1}" 2>&1 |
-        sed "s/^/$1 /" | tee -a "$logs/harness.log"
+    case $1 in old_*) ;; *) [ $hung -lt 2 ] || return 0 ;; esac
+    taskset -c 0 timeout 30 "$logs/h_$1" "$2" "$3" "$4" "$5" "$6" "${11:-30}" "$7" "$8" "$9" tma - "${10:-1}" \
+        >"$logs/one.log" 2>&1
+    local rc=$?
+    sed "s/^/$1 /" "$logs/one.log" >>"$logs/harness.log"
+    [ $rc = 0 ] || echo "$*: rc=$rc $(tail -2 "$logs/one.log" | tr '\n' ' ')"
+    if [ $rc = 124 ]; then hung=$((hung + 1)); fi
 }
 # small edge shapes first (correctness: vs 1x1 must be 0, rel.diff small)
 h tn192 296 520 640 T N 192 1 2x2 1 3
@@ -117,7 +123,7 @@ done
 if [ "${LIB:-1}" = 1 ]; then
     wait "$lib_pid"
     if [ -x /tmp/b/tests/test_gpu_gemm ]; then
-        timeout ${TEST_TIMEOUT:-200} /tmp/b/tests/test_gpu_gemm >"$logs/test_gpu_gemm.log" 2>&1
+        timeout ${TEST_TIMEOUT:-150} /tmp/b/tests/test_gpu_gemm >"$logs/test_gpu_gemm.log" 2>&1
         echo "test_gpu_gemm rc=$? at $((SECONDS - t0)) s"
         grep -E "FAIL|forced|passed|failed|cases" "$logs/test_gpu_gemm.log" | tail -12
     else
