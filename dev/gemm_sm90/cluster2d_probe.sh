@@ -35,6 +35,11 @@ build() { # name dir flags...
 }
 build old_tn "$base" -DHARNESS_ONLY_TN &
 build old_nt "$base" -DHARNESS_ONLY_NT &
+# the old harness on the new kernel (1x1 and 2x1 are meant to be the old code)
+rm -rf /tmp/iso && mkdir -p /tmp/iso/dev/gemm_sm90 && cp -r include src /tmp/iso/ &&
+    cp "$base/dev/gemm_sm90/harness.cu" /tmp/iso/dev/gemm_sm90/
+build iso_tn /tmp/iso -DHARNESS_ONLY_TN &
+build iso_nt /tmp/iso -DHARNESS_ONLY_NT &
 build tn192 . -DHARNESS_ONLY_TN -DHARNESS_BN=192 -DHARNESS_NO_PP &
 build tn128 . -DHARNESS_ONLY_TN -DHARNESS_BN=128 -DHARNESS_NO_PP &
 build tn160 /tmp/n -DHARNESS_ONLY_TN -DHARNESS_BN=160 -DHARNESS_NO_PP &
@@ -62,19 +67,20 @@ h tn128 296 520 640 T N 128 1 2x2 3 3
 h tn160 296 520 640 T N 160 1 2x2 1 3
 h nt192 296 712 640 N T 192 1 2x2 1 3
 h nt256 296 712 640 N T 256 4 2x4 3 3
-# dW 3072 x 768 x 8192 (96 tiles of 128 x 192, 120 of 128 x 160)
+h tn128 768 768 8192 T N 128 16 2x2 3 3
+# dW 3072 x 768 x 8192 (96 tiles of 128 x 192, 120 of 128 x 160); iso = the old harness on the new kernel
 h old_tn 3072 768 8192 T N 192 16 1
+h iso_tn 3072 768 8192 T N 192 16 1
 h tn192 3072 768 8192 T N 192 16 1x1
 h tn192 3072 768 8192 T N 192 16 2x2
 h tn192 3072 768 8192 T N 192 16 2x4
-h tn192 3072 768 8192 T N 192 16 4x1
 h tn160 3072 768 8192 T N 160 16 1x1
-h tn160 3072 768 8192 T N 160 16 2x1
 h tn160 3072 768 8192 T N 160 16 4x1
 h tn160 3072 768 8192 T N 160 16 8x1
 h old_tn 3072 768 8192 T N 192 16 1
 # dW 768 x 3072 x 8192 (6 x 16 tiles at 192, 6 x 20 at 160: 2 x 4 clusters as cuBLAS's)
 h old_tn 768 3072 8192 T N 192 16 1
+h iso_tn 768 3072 8192 T N 192 16 1
 h tn192 768 3072 8192 T N 192 16 2x2
 h tn192 768 3072 8192 T N 192 16 2x4
 h tn160 768 3072 8192 T N 160 16 1x1
@@ -83,10 +89,10 @@ h tn160 768 3072 8192 T N 160 16 2x4
 h old_tn 768 3072 8192 T N 192 16 1
 # dW 2304 x 768 x 8192 (18 x 6 tiles at 128)
 h old_tn 2304 768 8192 T N 128 16 1
+h iso_tn 2304 768 8192 T N 128 16 1
 h tn128 2304 768 8192 T N 128 16 1x1
 h tn128 2304 768 8192 T N 128 16 2x2
 h tn192 2304 768 8192 T N 192 16 2x2
-h tn160 2304 768 8192 T N 160 16 2x1
 h old_tn 2304 768 8192 T N 128 16 1
 # dW 768 x 768 x 8192, 3 K splits (the library's plan: 128 wide, 3 splits, cluster 2)
 h tn128 768 768 8192 T N 128 16 2x1 3
@@ -96,29 +102,28 @@ h tn192 768 768 8192 T N 192 16 2x2 3
 h tn128 768 768 8192 T N 128 16 2x1 3
 # forward 8192 x 768 x 768 NT
 h old_nt 8192 768 768 N T 192 16 1
-h old_nt 8192 768 768 N T 192 8 1
+h iso_nt 8192 768 768 N T 192 16 1
 h nt192 8192 768 768 N T 192 16 1x1
-h nt192 8192 768 768 N T 192 16 2x1
 h nt192 8192 768 768 N T 192 16 2x2
-h nt192 8192 768 768 N T 192 8 2x2
 h nt192 8192 768 768 N T 192 16 2x4
 h nt192 8192 768 768 N T 192 16 4x2
 h old_nt 8192 768 768 N T 192 16 1
 # 4096^3 NT
 h old_nt 4096 4096 4096 N T 256 16 1
-h old_nt 4096 4096 4096 N T 256 16 2
+h iso_nt 4096 4096 4096 N T 256 16 1
 h nt256 4096 4096 4096 N T 256 16 2x2
 h nt256 4096 4096 4096 N T 256 16 2x4
 h nt256 4096 4096 4096 N T 256 16 4x2
-h old_nt 4096 4096 4096 N T 256 16 1
+h old_nt 4096 4096 4096 N T 256 16 2
 echo "harness runs done at $((SECONDS - t0)) s"
-for c in "tn192 296 520 640 T N 1 192 1 2x2" "nt192 296 712 640 N T 1 192 4 2x4" "tn160 296 520 640 T N 1 160 1 2x4"; do
+# racecheck (shared memory) and memcheck (the general epilogue's element stores: nothing outside D)
+for c in "racecheck tn192 296 520 640 T N 1 192 1 2x2 tma" "racecheck nt192 296 712 640 N T 1 192 4 2x4 tma" \
+    "memcheck nt192 296 712 640 N T 1 192 1 2x2 store" "memcheck tn128 296 520 640 T N 1 128 1 2x4 store"; do
     set -- $c
-    b=$1
-    shift
-    timeout 120 compute-sanitizer --tool racecheck --racecheck-report hazard "$logs/h_$b" "$@" tma - 3 \
-        >"$logs/racecheck_$b.log" 2>&1
-    echo "racecheck $b $*: rc=$? $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$logs/racecheck_$b.log" | tr '\n' ' ')"
+    tool=$1 b=$2
+    shift 2
+    timeout 120 compute-sanitizer --tool $tool "$logs/h_$b" "$@" - 3 >"$logs/${tool}_$b.log" 2>&1
+    echo "$tool $b $*: rc=$? $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|vs 1x1" "$logs/${tool}_$b.log" | tr '\n' ' ' | cut -c1-300)"
 done
 if [ "${LIB:-1}" = 1 ]; then
     wait "$lib_pid"

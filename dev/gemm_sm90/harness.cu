@@ -240,7 +240,7 @@ int main(int argc, char **argv) {
     run_ref(); CK(cudaDeviceSynchronize());
     /* the same width with 1x1 clusters: D must be bitwise the same (same K order per tile) */
     long long bit_diff = -1;
-    if ((cm != 1 || cn != 1) && !pp && tma && !nostore) {
+    if ((cm != 1 || cn != 1) && !pp && !nostore) {
         const int save_m = cm, save_n = cn;
         cm = cn = 1;
         run_kernel(md1, epi1);

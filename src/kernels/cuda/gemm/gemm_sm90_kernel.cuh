@@ -462,8 +462,10 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
     if (CSIZE > 1) cml__cluster_sync();
     else __syncthreads();
 
+    /* cluster tiles (grouped launches: CN = 1, tile_end counts cluster_rows x tiles_n a problem) */
     const int total = prob.n_groups ? prob.groups[prob.n_groups - 1].tile_end
-                                    : prob.cluster_rows * prob.tiles_n * prob.batch * max(prob.splits, 1);
+                                    : prob.cluster_rows * ((prob.tiles_n + CN - 1) / CN) * prob.batch *
+                                          max(prob.splits, 1);
     const int first = blockIdx.x / CSIZE, step = gridDim.x / CSIZE;
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup == 0) {
@@ -498,14 +500,15 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                     cml__mbar_arrive_expect_tx(&full[s], smem_t::a_bytes + smem_t::b_bytes);
                     const int k0 = (k_first + kb) * elems_per_row;
                     uint8_t *sa = stage_a + s * smem_t::a_bytes, *sb = stage_b + s * smem_t::b_bytes;
-                    if (TRANS_A) { /* A stored K x M: M-major 64-column blocks of elems_per_row K rows,
-                                    * shared round-robin in the cluster row */
+                    if (TRANS_A && CN == 1) { /* A stored K x M: M-major 64-column blocks of elems_per_row K rows */
+                        for (int j = 0; j < BM / 64; j++)
+                            cml__tma_load_3d(sa + j * elems_per_row * CML_SM90_ROW_BYTES, ma, &full[s],
+                                             m0 + 64 * j, k0, ba);
+                    } else if (TRANS_A) { /* the blocks shared round-robin in the cluster row */
 #pragma unroll 1 /* the producer has 40 registers: no per-block addresses kept across k-blocks */
-                        for (int j = rn; j < BM / 64; j += CN) {
-                            uint8_t *dst = sa + j * elems_per_row * CML_SM90_ROW_BYTES;
-                            if (CN > 1) cml__tma_load_3d_multicast(dst, ma, &full[s], m0 + 64 * j, k0, ba, mask_a);
-                            else cml__tma_load_3d(dst, ma, &full[s], m0 + 64 * j, k0, ba);
-                        }
+                        for (int j = rn; j < BM / 64; j += CN)
+                            cml__tma_load_3d_multicast(sa + j * elems_per_row * CML_SM90_ROW_BYTES, ma, &full[s],
+                                                       m0 + 64 * j, k0, ba, mask_a);
                     } else if (CN > 1) { /* K-major: this CTA's share of the A rows (the map's box) */
                         const int rows = BM / CN;
                         cml__tma_load_3d_multicast(sa + rn * rows * CML_SM90_ROW_BYTES, ma, &full[s], k0,
@@ -513,13 +516,18 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                     } else {
                         cml__tma_load_3d(sa, ma, &full[s], k0, m0, ba);
                     }
-                    if (TRANS_B) { /* B stored K x N (op N): N-major 64-column blocks, shared round-robin */
-#pragma unroll 1
+                    if (TRANS_B && CN == 1) { /* B stored K x N (op N): N-major 64-column blocks, shared
+                                               * round-robin in the cluster (the 1-D form's code as it was) */
                         for (int j = rm; j < BN / 64; j += CM) {
                             uint8_t *dst = sb + j * elems_per_row * CML_SM90_ROW_BYTES;
                             if (CM > 1) cml__tma_load_3d_multicast(dst, mb, &full[s], n0 + 64 * j, k0, bb, mask_b);
                             else cml__tma_load_3d(dst, mb, &full[s], n0 + 64 * j, k0, bb);
                         }
+                    } else if (TRANS_B) { /* 2-D clusters: the same in the cluster column */
+#pragma unroll 1
+                        for (int j = rm; j < BN / 64; j += CM)
+                            cml__tma_load_3d_multicast(sb + j * elems_per_row * CML_SM90_ROW_BYTES, mb, &full[s],
+                                                       n0 + 64 * j, k0, bb, mask_b);
                     } else if (CM > 1) { /* K-major: this CTA's share of the B rows (the map's box) */
                         const int rows = BN / CM;
                         cml__tma_load_3d_multicast(sb + rm * rows * CML_SM90_ROW_BYTES, mb, &full[s], k0,
