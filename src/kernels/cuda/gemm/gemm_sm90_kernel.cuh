@@ -37,6 +37,13 @@
 #ifndef CML_SM90_DEV_EPI
 #define CML_SM90_DEV_EPI 0
 #endif
+/* Dev builds only (dev/gemm_sm90/cluster2d_probe.sh): the unroll count of the 2-D clusters' producer
+ * loops over shared 64-column blocks (1: a loop, no spills; 4: unrolled, the 40-register producer
+ * spills a few words). */
+#ifndef CML_SM90_DEV_2D_UNROLL
+#define CML_SM90_DEV_2D_UNROLL 1
+#endif
+static constexpr int cml__sm90_2d_unroll = CML_SM90_DEV_2D_UNROLL; /* pragmas do not expand macros */
 
 #define CML_SM90_BM 128      /* tile rows: two consumer warpgroups of 64 */
 #define CML_SM90_THREADS 384 /* producer + two consumers */
@@ -505,7 +512,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                             cml__tma_load_3d(sa + j * elems_per_row * CML_SM90_ROW_BYTES, ma, &full[s],
                                              m0 + 64 * j, k0, ba);
                     } else if (TRANS_A) { /* the blocks shared round-robin in the cluster row */
-#pragma unroll 1 /* the producer has 40 registers: no per-block addresses kept across k-blocks */
+#pragma unroll cml__sm90_2d_unroll /* the producer has 40 registers: fully unrolled, it spills */
                         for (int j = rn; j < BM / 64; j += CN)
                             cml__tma_load_3d_multicast(sa + j * elems_per_row * CML_SM90_ROW_BYTES, ma, &full[s],
                                                        m0 + 64 * j, k0, ba, mask_a);
@@ -524,7 +531,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                             else cml__tma_load_3d(dst, mb, &full[s], n0 + 64 * j, k0, bb);
                         }
                     } else if (TRANS_B) { /* 2-D clusters: the same in the cluster column */
-#pragma unroll 1
+#pragma unroll cml__sm90_2d_unroll
                         for (int j = rm; j < BN / 64; j += CM)
                             cml__tma_load_3d_multicast(sb + j * elems_per_row * CML_SM90_ROW_BYTES, mb, &full[s],
                                                        n0 + 64 * j, k0, bb, mask_b);
