@@ -18,15 +18,13 @@
 #include "cli.h"
 #include "kernels/cuda/cuda_kernels.h"
 
-#define MAX_CONFIGS 320
+#define MAX_CONFIGS 192
 #define FINALISTS 3
 #define MIN_GAIN 0.98 /* a table entry only where the best is more than 2% faster than the estimate */
 
 static const int WIDTHS[] = {256, 192, 128};
 static const int SPLITS[] = {1, 2, 3, 4, 6, 8, 12, 16};
-/* clusters along M x along N: 1-D pairs share B; 2-D clusters share A along their rows too
- * (16-bit inputs, 128-row tiles: cml__gemm_sm90_config_valid) */
-static const int CLUSTERS[][2] = {{1, 1}, {2, 1}, {2, 2}, {2, 4}};
+static const int CLUSTERS[] = {1, 2};
 static const int GROUP_MS[] = {8, 16};
 static const int ROWS[] = {128, 64};
 
@@ -41,14 +39,7 @@ typedef struct tune_result {
 
 static bool same_config(const cml__gemm_sm90_config *a, const cml__gemm_sm90_config *b) {
     return a->bn == b->bn && a->splits == b->splits && a->cluster == b->cluster && a->group_m == b->group_m &&
-           a->rows == b->rows && (a->cluster_n > 1 ? a->cluster_n : 1) == (b->cluster_n > 1 ? b->cluster_n : 1);
-}
-
-/* "2" (CTAs along M) or "2x4" (along M x along N) into buf (16 bytes). */
-static const char *cluster_name(const cml__gemm_sm90_config *c, char *buf) {
-    if (c->cluster_n > 1) snprintf(buf, 16, "%dx%d", c->cluster, c->cluster_n);
-    else snprintf(buf, 16, "%d", c->cluster);
-    return buf;
+           a->rows == b->rows;
 }
 
 /* Median ms of our call with cfg forced (reps calls, each after an L2 flush); NAN on failure. */
@@ -94,8 +85,7 @@ static void tune_case(bg_state *s, bg_prep *p, tune_result *t) {
             for (size_t cl = 0; cl < sizeof CLUSTERS / sizeof *CLUSTERS; cl++)
                 for (size_t g = 0; g < sizeof GROUP_MS / sizeof *GROUP_MS; g++)
                     for (size_t r = 0; r < sizeof ROWS / sizeof *ROWS; r++) {
-                        const cml__gemm_sm90_config c = {WIDTHS[w],      SPLITS[k], CLUSTERS[cl][0],
-                                                         GROUP_MS[g],    ROWS[r],   CLUSTERS[cl][1]};
+                        const cml__gemm_sm90_config c = {WIDTHS[w], SPLITS[k], CLUSTERS[cl], GROUP_MS[g], ROWS[r]};
                         if (n < MAX_CONFIGS && cml__gemm_sm90_config_valid(d, &c)) cfgs[n++] = c;
                     }
     t->tried = n;
@@ -156,8 +146,7 @@ static bool write_table(const char *path, const bg_options *o, const tune_result
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
     fprintf(f,
             "/* The sm90 GEMM's tuned table (included by gemm_sm90.cu): one line per problem,\n"
-            " * CML_SM90_TUNED(kind, op_a, op_b, M, N, K, batch, tile rows, tile width, K splits, cluster, group_m)\n"
-            " * (CML_SM90_TUNED_2D: cluster, CTAs along N, group_m for 2-D clusters),\n"
+            " * CML_SM90_TUNED(kind, op_a, op_b, M, N, K, batch, tile rows, tile width, K splits, cluster, group_m),\n"
             " * for problems where a measured configuration beat the cost estimate's by more than 2%%.\n"
             " * Written by `%s` on %s (%d SMs), %s.\n"
             " * Regenerate it with that command (--out this file) on the target GPU, then rebuild.\n"
@@ -167,16 +156,10 @@ static bool write_table(const char *path, const bg_options *o, const tune_result
         const tune_result *t = &res[i];
         if (!t->entry) continue;
         const bg_case *c = t->c;
-        if (t->best.cluster_n > 1) /* a 2-D cluster: the row names both sizes */
-            fprintf(f, "CML_SM90_TUNED_2D(%s, '%c', '%c', %lld, %lld, %lld, %lld, %d, %d, %d, %d, %d, %d) /* %.4f -> %.4f ms */\n",
-                    kind_name(c->dt), c->op_a == CML_OP_T ? 'T' : 'N', c->op_b == CML_OP_T ? 'T' : 'N', (long long)c->M,
-                    (long long)c->N, (long long)c->K, (long long)c->batch, t->best.rows, t->best.bn, t->best.splits,
-                    t->best.cluster, t->best.cluster_n, t->best.group_m, t->est_ms, t->best_ms);
-        else
-            fprintf(f, "CML_SM90_TUNED(%s, '%c', '%c', %lld, %lld, %lld, %lld, %d, %d, %d, %d, %d) /* %.4f -> %.4f ms */\n",
-                    kind_name(c->dt), c->op_a == CML_OP_T ? 'T' : 'N', c->op_b == CML_OP_T ? 'T' : 'N', (long long)c->M,
-                    (long long)c->N, (long long)c->K, (long long)c->batch, t->best.rows, t->best.bn, t->best.splits,
-                    t->best.cluster, t->best.group_m, t->est_ms, t->best_ms);
+        fprintf(f, "CML_SM90_TUNED(%s, '%c', '%c', %lld, %lld, %lld, %lld, %d, %d, %d, %d, %d) /* %.4f -> %.4f ms */\n",
+                kind_name(c->dt), c->op_a == CML_OP_T ? 'T' : 'N', c->op_b == CML_OP_T ? 'T' : 'N', (long long)c->M,
+                (long long)c->N, (long long)c->K, (long long)c->batch, t->best.rows, t->best.bn, t->best.splits, t->best.cluster, t->best.group_m,
+                t->est_ms, t->best_ms);
     }
     if (fclose(f) != 0 || rename(tmp, path) != 0) { /* replaced whole or not at all */
         perror(path);
@@ -187,8 +170,8 @@ static bool write_table(const char *path, const bg_options *o, const tune_result
 }
 
 static void json_config(FILE *f, const char *key, const cml__gemm_sm90_config *c) {
-    fprintf(f, ", \"%s\": {\"rows\": %d, \"bn\": %d, \"splits\": %d, \"cluster\": %d, \"cluster_n\": %d, \"group_m\": %d}",
-            key, c->rows, c->bn, c->splits, c->cluster, c->cluster_n > 1 ? c->cluster_n : 1, c->group_m);
+    fprintf(f, ", \"%s\": {\"rows\": %d, \"bn\": %d, \"splits\": %d, \"cluster\": %d, \"group_m\": %d}", key,
+            c->rows, c->bn, c->splits, c->cluster, c->group_m);
 }
 
 static void json_ms(FILE *f, const char *key, double v) {
@@ -275,11 +258,11 @@ int bg_tune(const bg_options *o, const char *table_path) {
         }
         cli_progress_finish(&prog);
         const bg_case *c = t->c;
-        char est[48], best[48], ce[16], cb[16];
-        snprintf(est, sizeof est, "%dx%dx%d c%s g%d", t->est.rows, t->est.bn, t->est.splits, cluster_name(&t->est, ce),
+        char est[32], best[32];
+        snprintf(est, sizeof est, "%dx%dx%d c%d g%d", t->est.rows, t->est.bn, t->est.splits, t->est.cluster,
                  t->est.group_m);
-        snprintf(best, sizeof best, "%dx%dx%d c%s g%d", t->best.rows, t->best.bn, t->best.splits,
-                 cluster_name(&t->best, cb), t->best.group_m);
+        snprintf(best, sizeof best, "%dx%dx%d c%d g%d", t->best.rows, t->best.bn, t->best.splits, t->best.cluster,
+                 t->best.group_m);
         printf("%-5s %-8s %-10.10s %6lld %6lld %6lld %5lld %c%c  %-19s %9.4f %-19s %9.4f %7.3f %7.3f %s%s%s\n",
                bg_dtype_name(c->dt), bg_set_name(c->set), c->name, (long long)c->M, (long long)c->N, (long long)c->K,
                (long long)c->batch, c->op_a == CML_OP_T ? 'T' : 'N', c->op_b == CML_OP_T ? 'T' : 'N', est, t->est_ms,

@@ -5,11 +5,7 @@
  * (median of reps, L2 flushed before each). Used to climb the ladder in README.md.
  *   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Isrc \
  *        dev/gemm_sm90/harness.cu -lcublas -lcuda -o /tmp/harness
- *   /tmp/harness M N K [opa=N|T] [opb=N|T] [reps] [bn] [group_m] [cluster] [nostore|store|tma] [pp|-] [splits]
- * cluster: 1, 2 (CTAs along M: B multicast) or CMxCN (2-D: A multicast along the cluster's rows
- * too, e.g. 2x2, 2x4); a clustered run's D is also compared bitwise with the 1x1 kernel's (same
- * width and splits). Build flags: HARNESS_ONLY_NT / HARNESS_ONLY_TN (one op pair), HARNESS_BN=w
- * (one width: builds in parallel), HARNESS_NO_PP, HARNESS_FEW_CLUSTERS (1 and 2 only). */
+ *   /tmp/harness M N K [opa=N|T] [opb=N|T] [reps] */
 #include <cublas_v2.h>
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -32,45 +28,15 @@ static void make_map(CUtensorMap *m, void *p, uint64_t inner, uint64_t rows, uin
     if (r != CUDA_SUCCESS) { printf("encode failed %d\n", (int)r); exit(1); }
 }
 
-/* The operand maps of one launch: A's K-major box has BM / CN rows, B's BN / CM (each CTA
- * loads its share of a tile shared in its cluster row or column); M/N-major boxes 64 x 64. */
-struct maps {
-    CUtensorMap a[9], b[9]; /* by CN, by CM (1, 2, 4, 8) */
-};
-
-/* split K (argument 12; 1 = none): the partials and the arrival counters (zero, and left zero) */
-static int g_splits = 1;
-static float *g_partials;
-static int *g_arrivals;
-
-/* Clusters of CL x CN CTAs (CL along M, CN along N), launched as 1-D clusters of CL * CN;
- * the grid is the persistent one, capped at the clusters that can be resident at once. */
-template <int BN, int STAGES, int TA, int TB, int CL, int PP, int CN>
-static void launch1(const maps &mp, const CUtensorMap &md, int tma, const cml__gemm_epi &epi, int M, int N, int K,
-                    int sms, int group_m) {
+template <int BN, int STAGES, int TA, int TB, int CL, int PP>
+static void launch1(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &md, int tma,
+                    const cml__gemm_epi &epi, int M, int N, int K, int sms, int group_m) {
     const int BM = PP ? 64 : CML_SM90_BM;
     typedef cml__sm90_smem<BN, STAGES, PP ? 64 : CML_SM90_BM> smem_t;
     static bool set;
-    static int max_clusters;
-    auto kern = gemm_sm90_kernel<BN, STAGES, CML_SM90_BF16, TA, TB, CL, PP, CN>;
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = CL * CN;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    cfg.blockDim = dim3(CML_SM90_THREADS);
-    cfg.dynamicSmemBytes = smem_t::total;
     if (!set) {
-        CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_t::total));
-        if (CL * CN > 8) CK(cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-        cfg.gridDim = dim3(CL * CN * 16);
-        CK(cudaOccupancyMaxActiveClusters(&max_clusters, kern, &cfg));
-        if (max_clusters > sms / (CL * CN)) max_clusters = sms / (CL * CN);
-        printf("cluster %dx%d: at most %d resident clusters (%d CTAs)\n", CL, CN, max_clusters, max_clusters * CL * CN);
+        CK(cudaFuncSetAttribute(gemm_sm90_kernel<BN, STAGES, CML_SM90_BF16, TA, TB, CL, PP>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_t::total));
         set = true;
     }
     cml__sm90_problem p;
@@ -85,43 +51,34 @@ static void launch1(const maps &mp, const CUtensorMap &md, int tma, const cml__g
     p.groups = NULL;
     p.n_groups = 0;
     p.tma_store = tma;
-    p.splits = g_splits;
-    p.split_kb = (p.k_blocks + g_splits - 1) / g_splits;
-    p.partials = g_partials;
-    p.arrivals = g_arrivals;
-    int clusters = p.cluster_rows * ((p.tiles_n + CN - 1) / CN) * g_splits;
-    cfg.gridDim = dim3((clusters < max_clusters ? clusters : max_clusters) * CL * CN);
-    CK(cudaLaunchKernelEx(&cfg, kern, mp.a[CN], mp.b[CL], md, epi, p));
+    int clusters = p.cluster_rows * p.tiles_n, max_clusters = sms / CL;
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = dim3((clusters < max_clusters ? clusters : max_clusters) * CL);
+    cfg.blockDim = dim3(CML_SM90_THREADS);
+    cfg.dynamicSmemBytes = smem_t::total;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = CL;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    CK(cudaLaunchKernelEx(&cfg, gemm_sm90_kernel<BN, STAGES, CML_SM90_BF16, TA, TB, CL, PP>, ma, mb, md, epi, p));
 }
 
-/* cluster cm x cn (1x1, 2x1, 4x1, 8x1, 1x2, 2x2, 2x4, 4x2, 4x4); pp: the ping-pong mode (64-row tiles,
- * consumers on alternate tiles, 4 stages; clusters 1x1 and 2x1) */
+/* cluster 1 or 2; pp: the ping-pong mode (64-row tiles, consumers on alternate tiles, 4 stages) */
 template <int BN, int STAGES, int TA, int TB>
-static void launch(const maps &mp, const CUtensorMap &md, int tma, const cml__gemm_epi &epi, int M, int N, int K,
-                   int sms, int group_m, int cm, int cn, int pp) {
-#define H_ARGS mp, md, tma, epi, M, N, K, sms, group_m
+static void launch(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &md, int tma,
+                   const cml__gemm_epi &epi, int M, int N, int K, int sms, int group_m, int cluster, int pp) {
     if (pp) {
-#ifndef HARNESS_NO_PP
-        if (cm == 2) launch1<256, 4, TA, TB, 2, 1, 1>(H_ARGS);
-        else launch1<256, 4, TA, TB, 1, 1, 1>(H_ARGS);
-#endif
-        return;
+        if (cluster == 2) launch1<256, 4, TA, TB, 2, 1>(ma, mb, md, tma, epi, M, N, K, sms, group_m);
+        else launch1<256, 4, TA, TB, 1, 1>(ma, mb, md, tma, epi, M, N, K, sms, group_m);
+    } else if (cluster == 2) {
+        launch1<BN, STAGES, TA, TB, 2, 0>(ma, mb, md, tma, epi, M, N, K, sms, group_m);
+    } else {
+        launch1<BN, STAGES, TA, TB, 1, 0>(ma, mb, md, tma, epi, M, N, K, sms, group_m);
     }
-    const int c = cm * 10 + cn;
-    switch (c) {
-    case 11: launch1<BN, STAGES, TA, TB, 1, 0, 1>(H_ARGS); break;
-    case 21: launch1<BN, STAGES, TA, TB, 2, 0, 1>(H_ARGS); break;
-#ifndef HARNESS_FEW_CLUSTERS
-    case 41: launch1<BN, STAGES, TA, TB, 4, 0, 1>(H_ARGS); break;
-    case 81: launch1<BN, STAGES, TA, TB, 8, 0, 1>(H_ARGS); break;
-    case 12: launch1<BN, STAGES, TA, TB, 1, 0, 2>(H_ARGS); break;
-    case 22: launch1<BN, STAGES, TA, TB, 2, 0, 2>(H_ARGS); break;
-    case 24: launch1<BN, STAGES, TA, TB, 2, 0, 4>(H_ARGS); break;
-    case 42: launch1<BN, STAGES, TA, TB, 4, 0, 2>(H_ARGS); break;
-#endif
-    default: printf("cluster %dx%d not built\n", cm, cn); exit(2);
-    }
-#undef H_ARGS
 }
 
 static float bf2f(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
@@ -130,25 +87,16 @@ static uint16_t f2bf(float f) { uint32_t u; memcpy(&u, &f, 4); u += 0x7FFF + ((u
 static int cmp_float(const void *a, const void *b) { float x = *(const float *)a, y = *(const float *)b; return x < y ? -1 : x > y; }
 
 int main(int argc, char **argv) {
-    if (argc < 4) { printf("usage: harness M N K [opa] [opb] [reps] [bn] [group_m] [cluster: C or CMxCN] [nostore|store|tma] [pp|-] [splits]\n"); return 2; }
+    if (argc < 4) { printf("usage: harness M N K [opa] [opb] [reps] [bn] [group_m] [cluster] [nostore|store|tma] [pp]\n"); return 2; }
     int M = atoi(argv[1]), N = atoi(argv[2]), K = atoi(argv[3]);
     int ta = argc > 4 && argv[4][0] == 'T', tb_op_t = !(argc > 5 && argv[5][0] == 'N'); /* default op_b = T */
     int reps = argc > 6 ? atoi(argv[6]) : 20;
     int bn = argc > 7 ? atoi(argv[7]) : 256;
     int group_m = argc > 8 ? atoi(argv[8]) : 16;
-    int cluster = 2, cluster_n = 1; /* "2" = 2x1 (along M), "2x4" = 2 along M x 4 along N */
-    if (argc > 9 && sscanf(argv[9], "%dx%d", &cluster, &cluster_n) < 1) { printf("cluster %s?\n", argv[9]); return 2; }
+    int cluster = argc > 9 ? atoi(argv[9]) : 2;
     int pp = argc > 11 && strcmp(argv[11], "pp") == 0;
-    g_splits = argc > 12 ? atoi(argv[12]) : 1;
-    if (g_splits < 1 || g_splits > 16 || (g_splits > 1 && pp)) { printf("splits %d?\n", g_splits); return 2; }
-    if (g_splits > 1) { /* per 64-row half tile of the narrowest tiles: splits partials of 64 x 256 floats */
-        size_t halves = (size_t)((M + 127) / 128) * ((N + 111) / 112) * 2;
-        CK(cudaMalloc(&g_partials, halves * g_splits * 64 * 256 * 4));
-        CK(cudaMalloc(&g_arrivals, halves * 4));
-        CK(cudaMemset(g_arrivals, 0, halves * 4));
-    }
     if (pp) bn = 256;
-    if (bn != 256 && bn != 192 && bn != 128 && bn != 160 && bn != 112) { printf("bn %d: the kernel has 256, 192 and 128\n", bn); return 2; }
+    if (bn != 256 && bn != 192 && bn != 128) { printf("bn %d: the kernel has 256, 192 and 128\n", bn); return 2; }
     int TB = !tb_op_t; /* N-major B when op_b = N */
     int sms; CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     /* stored shapes: A M x K (op N) or K x M; B N x K (op T) or K x N */
@@ -160,21 +108,17 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < na; i++) ha[i] = f2bf((float)rand() / RAND_MAX * 2 - 1);
     for (size_t i = 0; i < nb; i++) hb[i] = f2bf((float)rand() / RAND_MAX * 2 - 1);
     void *da, *db, *dd, *dr, *flush;
-    void *dd1; /* D of the 1x1-cluster kernel (same width), for the bitwise check of other clusters */
     CK(cudaMalloc(&da, na * 2)); CK(cudaMalloc(&db, nb * 2)); CK(cudaMalloc(&dd, nd * 2)); CK(cudaMalloc(&dr, nd * 2));
-    CK(cudaMalloc(&dd1, nd * 2)); CK(cudaMemset(dd1, 0xFF, nd * 2));
     CK(cudaMalloc(&flush, 256 << 20));
     CK(cudaMemcpy(da, ha, na * 2, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(db, hb, nb * 2, cudaMemcpyHostToDevice));
     CK(cudaMemset(dd, 0xFF, nd * 2));
 
-    static maps mp;
-    for (int c = 1; c <= 8; c *= 2) {
-        if (ta) make_map(&mp.a[c], da, M, K, (uint64_t)lda * 2, 64, 64);
-        else make_map(&mp.a[c], da, K, M, (uint64_t)lda * 2, 64, (pp ? 64 : 128) / c);
-        if (TB) make_map(&mp.b[c], db, N, K, (uint64_t)ldb * 2, 64, 64);
-        else make_map(&mp.b[c], db, K, N, (uint64_t)ldb * 2, 64, bn / c);
-    }
+    CUtensorMap ma, mb;
+    if (ta) make_map(&ma, da, M, K, (uint64_t)lda * 2, 64, 64);
+    else make_map(&ma, da, K, M, (uint64_t)lda * 2, 64, pp ? 64 : 128);
+    if (TB) make_map(&mb, db, N, K, (uint64_t)ldb * 2, 64, 64);
+    else make_map(&mb, db, K, N, (uint64_t)ldb * 2, 64, bn / cluster);
 
     cml_gemm_desc desc;
     memset(&desc, 0, sizeof desc); /* alpha 1, beta 0, bf16 D (M x N, contiguous), nothing else */
@@ -191,43 +135,25 @@ int main(int argc, char **argv) {
     if (nostore) epi.M = 0;
     /* "tma": the register epilogue with TMA stores of D */
     int tma = argc > 10 && strcmp(argv[10], "tma") == 0;
-    CUtensorMap md, md1;
+    CUtensorMap md;
     make_map(&md, dd, N, M, (uint64_t)N * 2, 64, 64);
-    make_map(&md1, dd1, N, M, (uint64_t)N * 2, 64, 64);
-    cml__gemm_epi epi1 = epi;
-    epi1.D = dd1;
-    int cm = cluster, cn = cluster_n;
-#define H_ARGS(MD, EPI) mp, MD, tma, EPI, M, N, K, sms, group_m, cm, cn, pp
+    auto run_ours = [&]() {
 #ifdef HARNESS_ONLY_NT
-#define L(BN, ST) launch<BN, ST, 0, 0>(H_ARGS(md_, epi_));
+#define L(BN, ST) launch<BN, ST, 0, 0>(ma, mb, md, tma, epi, M, N, K, sms, group_m, cluster, pp);
 #elif defined(HARNESS_ONLY_TN) /* the weight gradients' layout: both operands M/N-major */
-#define L(BN, ST) launch<BN, ST, 1, 1>(H_ARGS(md_, epi_));
+#define L(BN, ST) launch<BN, ST, 1, 1>(ma, mb, md, tma, epi, M, N, K, sms, group_m, cluster, pp);
 #else
 #define L(BN, ST) \
-        if (!ta && !TB) launch<BN, ST, 0, 0>(H_ARGS(md_, epi_)); \
-        else if (!ta && TB) launch<BN, ST, 0, 1>(H_ARGS(md_, epi_)); \
-        else if (ta && !TB) launch<BN, ST, 1, 0>(H_ARGS(md_, epi_)); \
-        else launch<BN, ST, 1, 1>(H_ARGS(md_, epi_));
+        if (!ta && !TB) launch<BN, ST, 0, 0>(ma, mb, md, tma, epi, M, N, K, sms, group_m, cluster, pp); \
+        else if (!ta && TB) launch<BN, ST, 0, 1>(ma, mb, md, tma, epi, M, N, K, sms, group_m, cluster, pp); \
+        else if (ta && !TB) launch<BN, ST, 1, 0>(ma, mb, md, tma, epi, M, N, K, sms, group_m, cluster, pp); \
+        else launch<BN, ST, 1, 1>(ma, mb, md, tma, epi, M, N, K, sms, group_m, cluster, pp);
 #endif
-    /* HARNESS_BN: one tile width per binary (builds in parallel; 160 and 112 need the narrow-tile patch) */
-    auto run_kernel = [&](const CUtensorMap &md_, const cml__gemm_epi &epi_) {
-#if defined(HARNESS_BN) && HARNESS_BN == 160
-        L(160, 4)
-#elif defined(HARNESS_BN) && HARNESS_BN == 112
-        L(112, 6)
-#elif defined(HARNESS_BN)
-        if constexpr (HARNESS_BN == 128) { L(128, 6) } else if constexpr (HARNESS_BN == 192) { L(192, 4) } else { L(256, 4) }
-#else
 #ifndef HARNESS_ONLY_256
         if (bn == 128) { L(128, 6) } else if (bn == 192) { L(192, 4) } else
 #endif
         { L(256, 4) }
-#endif
     };
-#ifdef HARNESS_BN
-    if (bn != HARNESS_BN) { printf("bn %d: this binary has %d\n", bn, HARNESS_BN); return 2; }
-#endif
-    auto run_ours = [&]() { run_kernel(md, epi); };
     cublasHandle_t h; cublasCreate(&h);
     float one = 1, zero = 0;
     auto run_ref = [&]() {
@@ -238,21 +164,6 @@ int main(int argc, char **argv) {
     };
     run_ours(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
     run_ref(); CK(cudaDeviceSynchronize());
-    /* the same width with 1x1 clusters: D must be bitwise the same (same K order per tile) */
-    long long bit_diff = -1;
-    if ((cm != 1 || cn != 1) && !pp && !nostore) {
-        const int save_m = cm, save_n = cn;
-        cm = cn = 1;
-        run_kernel(md1, epi1);
-        CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
-        cm = save_m, cn = save_n;
-        uint16_t *h1 = (uint16_t *)malloc(nd * 2), *h0 = (uint16_t *)malloc(nd * 2);
-        CK(cudaMemcpy(h0, dd, nd * 2, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(h1, dd1, nd * 2, cudaMemcpyDeviceToHost));
-        bit_diff = 0;
-        for (size_t i = 0; i < nd; i++) bit_diff += h0[i] != h1[i];
-        free(h0); free(h1);
-    }
     CK(cudaMemcpy(hd, dd, nd * 2, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(hr, dr, nd * 2, cudaMemcpyDeviceToHost));
     double num = 0, den = 0; size_t bad = 0;
@@ -302,15 +213,13 @@ int main(int argc, char **argv) {
 #else
     const char *variant = "";
 #endif
-    char bits[48] = "";
-    if (bit_diff >= 0) snprintf(bits, sizeof bits, " | vs 1x1: %lld differ", bit_diff);
-    printf("%5d x %5d x %5d op %c%c bn=%d s=%d g=%d c=%dx%d%s%s%s | ours %.3f ms %6.1f TF | cublas %.3f ms %6.1f TF | ratio %.3f | "
-           "rel.diff %.2e nan %zu sample-err %.2e%s\n",
-           M, N, K, ta ? 'T' : 'N', tb_op_t ? 'T' : 'N', bn, g_splits, group_m, cluster, cluster_n, pp ? " pp" : "", tma ? " tma" : "", variant, mo, flop / mo / 1e9, mr, flop / mr / 1e9, mr / mo,
-           sqrt(num / den), bad, maxerr, bits);
+    printf("%5d x %5d x %5d op %c%c bn=%d g=%d c=%d%s%s%s | ours %.3f ms %6.1f TF | cublas %.3f ms %6.1f TF | ratio %.3f | "
+           "rel.diff %.2e nan %zu sample-err %.2e\n",
+           M, N, K, ta ? 'T' : 'N', tb_op_t ? 'T' : 'N', bn, group_m, cluster, pp ? " pp" : "", tma ? " tma" : "", variant, mo, flop / mo / 1e9, mr, flop / mr / 1e9, mr / mo,
+           sqrt(num / den), bad, maxerr);
     if (nostore) return 0;
 #if CML_SM90_DEV_EPI != 0
     return 0; /* D is not (fully) written */
 #endif
-    return (bad || sqrt(num / den) > 1e-2 || bit_diff > 0) ? 1 : 0;
+    return (bad || sqrt(num / den) > 1e-2) ? 1 : 0;
 }

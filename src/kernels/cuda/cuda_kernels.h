@@ -96,16 +96,14 @@ size_t cml__gemm_sm90_workspace_size(const cml_ctx *ctx, const cml_gemm_desc *de
 cml_status cml__gemm_sm90(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, const void *A, const void *B,
                           const void *C);
 /* A tile configuration of the sm90 path: tile width (256, 192 for 16-bit inputs, 128), K
- * splits (1 = none; each split keeps at least one K block), CTAs per cluster along M (1, or 2:
- * pairs of vertically adjacent tiles share B through TMA multicast), tile rows visited together,
+ * splits (1 = none; each split keeps at least one K block), CTAs per cluster (1, or 2: pairs of
+ * vertically adjacent tiles share B through TMA multicast), tile rows visited together, and
  * tile height (128: both consumer warpgroups on one tile; 64, 16-bit inputs only: each
- * consumer on its own tiles, alternating, so one's epilogue overlaps the other's main loop), and
- * CTAs per cluster along N (0 or 1: none; 2 or 4 with cluster = 2, 16-bit inputs and 128-row
- * tiles only: 2-D clusters in which A is multicast along the cluster's rows too). The
+ * consumer on its own tiles, alternating, so one's epilogue overlaps the other's main loop). The
  * plan for a problem comes from the tuned table (gemm_sm90_tuned.inc, written by `camel tune
  * gemm`) when it lists the exact problem, otherwise from a cost estimate (gemm_sm90.cu). */
 typedef struct cml__gemm_sm90_config {
-    int bn, splits, cluster, group_m, rows, cluster_n;
+    int bn, splits, cluster, group_m, rows;
 } cml__gemm_sm90_config;
 /* Whether the sm90 path can run desc with cfg. */
 bool cml__gemm_sm90_config_valid(const cml_gemm_desc *desc, const cml__gemm_sm90_config *cfg);

@@ -124,11 +124,11 @@ static size_t splitk_bytes(const cml_gemm_desc *d, const cml__gemm_sm90_config *
 /* ---- launch ----------------------------------------------------------------------------- */
 
 /* Raises the kernel's dynamic shared-memory limit, once per device. */
-template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PP = 0, int CN = 1>
+template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PP = 0>
 static cml_status allow_smem(int dev) {
     static bool done[CML__MAX_CUDA_DEVICES];
     if (done[dev]) return CML_OK;
-    CML_CUDA_TRY(fn, cudaFuncSetAttribute(gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP, CN>,
+    CML_CUDA_TRY(fn, cudaFuncSetAttribute(gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           (int)cml__sm90_smem<BN, STAGES, PP ? 64 : CML_SM90_BM>::total));
     done[dev] = true;
@@ -136,36 +136,6 @@ static cml_status allow_smem(int dev) {
 }
 
 /* A launch of `clusters` clusters of `cluster` CTAs on ctx's stream (attr holds the cluster shape). */
-static cudaLaunchConfig_t cluster_launch(cml_ctx *ctx, cudaLaunchAttribute *attr, long long clusters, int cluster,
-                                         size_t smem);
-
-/* How many clusters of the kernel can be resident at once (one CTA an SM), once per device: the
- * persistent grid's size. Clusters of 4 or more must fit in one GPC each, which leaves some SMs
- * out (132 / 4 = 33 would need every GPC's SM count to be a multiple of 4). */
-template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PP, int CN>
-static cml_status resident_clusters(cml_ctx *ctx, int *out) {
-    static int known[CML__MAX_CUDA_DEVICES];
-    const int dev = ctx->device.index, csize = CLUSTER * CN, sms = cml__cuda_sm_count(dev);
-    if (csize <= 2) { /* pairs always fit (measured: 66 on the H100's 132 SMs) */
-        *out = sms / csize;
-        return CML_OK;
-    }
-    if (!known[dev]) {
-        cudaLaunchAttribute attr;
-        cudaLaunchConfig_t cfg =
-            cluster_launch(ctx, &attr, sms / csize, csize, cml__sm90_smem<BN, STAGES, PP ? 64 : CML_SM90_BM>::total);
-        int n = 0;
-        CML_CUDA_TRY(fn, cudaOccupancyMaxActiveClusters(
-                             &n, gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP, CN>, &cfg));
-        if (n < 1)
-            return cml__error(CML_ERR_CUDA, "%s: no cluster of %d x %d CTAs of gemm_sm90_kernel fits on device %d", fn,
-                              CLUSTER, CN, dev);
-        known[dev] = n < sms / csize ? n : sms / csize;
-    }
-    *out = known[dev];
-    return CML_OK;
-}
-
 static cudaLaunchConfig_t cluster_launch(cml_ctx *ctx, cudaLaunchAttribute *attr, long long clusters, int cluster,
                                          size_t smem) {
     cudaLaunchConfig_t cfg;
@@ -184,20 +154,18 @@ static cudaLaunchConfig_t cluster_launch(cml_ctx *ctx, cudaLaunchAttribute *attr
 }
 
 /* PP = 1: 64-row tiles, the two consumers on alternate tiles (their epilogues overlap the other's
- * main loop; twice the tiles for shapes that cannot fill the GPU with 128-row ones). Clusters of
- * CLUSTER x CN CTAs (along M x along N). */
-template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PP, int CN>
+ * main loop; twice the tiles for shapes that cannot fill the GPU with 128-row ones). */
+template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PP>
 static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, const void *A, const void *B,
                               const void *C, const cml__gemm_sm90_config *pc, float *ws) {
-    const int dev = ctx->device.index, splits = pc->splits, BM = PP ? 64 : CML_SM90_BM, CSIZE = CLUSTER * CN;
+    const int dev = ctx->device.index, splits = pc->splits, BM = PP ? 64 : CML_SM90_BM;
     typedef cml__sm90_smem<BN, STAGES, PP ? 64 : CML_SM90_BM> smem_t;
-    CML_TRY((allow_smem<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP, CN>(dev)));
+    CML_TRY((allow_smem<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP>(dev)));
     /* stored shapes: A is M x K (op N) or K x M (op T); B is N x K (op T) or K x N (op N).
-     * With a cluster, each CTA loads 1/CLUSTER of a K-major B tile's rows and 1/CN of a K-major
-     * A tile's. */
+     * With a cluster, each CTA loads 1/CLUSTER of a K-major B tile's rows. */
     CUtensorMap map_a, map_b;
     if (TRANS_A) CML_TRY(operand_map(&map_a, A, KIND, d->K, d->M, d->lda, d->stride_a, d->batch, false, 0));
-    else CML_TRY(operand_map(&map_a, A, KIND, d->M, d->K, d->lda, d->stride_a, d->batch, true, BM / CN));
+    else CML_TRY(operand_map(&map_a, A, KIND, d->M, d->K, d->lda, d->stride_a, d->batch, true, BM));
     if (TRANS_B) CML_TRY(operand_map(&map_b, B, KIND, d->K, d->N, d->ldb, d->stride_b, d->batch, false, 0));
     else CML_TRY(operand_map(&map_b, B, KIND, d->N, d->K, d->ldb, d->stride_b, d->batch, true, BN / CLUSTER));
 
@@ -229,24 +197,22 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
     memset(&map_d, 0, sizeof map_d);
     p.tma_store = tma_store_ok(d, D) && (d->batch == 1 || d->stride_d != 0);
     if (p.tma_store) CML_TRY(output_map(&map_d, d, D));
-    /* cluster tiles (CLUSTER x CN tiles each) */
-    long long work = (long long)p.cluster_rows * ((p.tiles_n + CN - 1) / CN) * p.batch * splits;
-    int resident = 0;
-    CML_TRY((resident_clusters<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP, CN>(ctx, &resident)));
-    long long clusters = work < resident ? work : resident;
+    long long work = (long long)p.cluster_rows * p.tiles_n * p.batch * splits; /* tiles of CLUSTER CTAs */
+    int sms = cml__cuda_sm_count(dev);
+    long long clusters = work < sms / CLUSTER ? work : sms / CLUSTER;
 
     cudaLaunchAttribute attr;
-    cudaLaunchConfig_t cfg = cluster_launch(ctx, &attr, clusters, CSIZE, smem_t::total);
-    cudaError_t e = cudaLaunchKernelEx(&cfg, gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP, CN>,
-                                       map_a, map_b, map_d, epi, p);
+    cudaLaunchConfig_t cfg = cluster_launch(ctx, &attr, clusters, CLUSTER, smem_t::total);
+    cudaError_t e = cudaLaunchKernelEx(&cfg, gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP>, map_a,
+                                       map_b, map_d, epi, p);
     if (e != cudaSuccess)
         return cml__error(CML_ERR_CUDA,
-                          "%s: launching gemm_sm90_kernel<%s, %dx%d, cluster %dx%d> (M=%lld N=%lld K=%lld batch=%lld, "
+                          "%s: launching gemm_sm90_kernel<%s, %dx%d, cluster %d> (M=%lld N=%lld K=%lld batch=%lld, "
                           "grid=%lld) failed: %s",
-                          fn, cml_dtype_name(d->a_dtype), BM, BN, CLUSTER, CN, (long long)d->M, (long long)d->N,
-                          (long long)d->K, (long long)d->batch, clusters * CSIZE, cudaGetErrorString(e));
+                          fn, cml_dtype_name(d->a_dtype), BM, BN, CLUSTER, (long long)d->M, (long long)d->N,
+                          (long long)d->K, (long long)d->batch, clusters * CLUSTER, cudaGetErrorString(e));
     CML_TRY(cml__cuda_check_launch(fn, "gemm_sm90_kernel", cml_dtype_name(d->a_dtype), work,
-                                   (unsigned)(clusters * CSIZE), CML_SM90_THREADS));
+                                   (unsigned)(clusters * CLUSTER), CML_SM90_THREADS));
     return CML_OK;
 }
 
@@ -263,10 +229,6 @@ static bool config_valid(const cml_gemm_desc *d, int kind, const cml__gemm_sm90_
     if (c->group_m < 1 || c->group_m > 64 || c->splits < 1 || c->splits > CML_SM90_MAX_SPLITS) return false;
     if (c->cluster != 1 && c->cluster != 2) return false;
     if (c->rows != 128 && !(c->rows == 64 && is16)) return false;
-    /* 2-D clusters (A multicast too): 2 x 2 and 2 x 4, 16-bit inputs, 128-row tiles */
-    if (c->cluster_n > 1 && !(is16 && c->rows == 128 && c->cluster == 2 && (c->cluster_n == 2 || c->cluster_n == 4)))
-        return false;
-    if (c->cluster_n < 0) return false;
     const long long kb = k_blocks_of(d, kind), per_split = (kb + c->splits - 1) / c->splits;
     return (kb + per_split - 1) / per_split == c->splits; /* no split without K blocks */
 }
@@ -288,7 +250,7 @@ static cml__gemm_sm90_config estimate(const cml_ctx *ctx, const cml_gemm_desc *d
     if (sms <= 0) sms = 132;
     const long long k_blocks = k_blocks_of(d, kind);
     const double block_us = 0.56, overhead_blocks = 2.0, bytes_per_us = 5e6, splitk_launch_us = 1.5;
-    cml__gemm_sm90_config best = {256, 1, 1, 16, 128, 1};
+    cml__gemm_sm90_config best = {256, 1, 1, 16, 128};
     double best_us = 1e300;
     const int widths[3] = {256, 192, 128}; /* 192: N = 768 in 4 tiles instead of 3 wide or 6 narrow ones */
     const double block_cost[3] = {1.0, 0.77, 0.54}; /* K-block time relative to a 256-wide tile */
@@ -296,7 +258,7 @@ static cml__gemm_sm90_config estimate(const cml_ctx *ctx, const cml_gemm_desc *d
         const double tiles =
             (double)((d->M + CML_SM90_BM - 1) / CML_SM90_BM) * (double)((d->N + widths[i] - 1) / widths[i]) * d->batch;
         for (int splits = 1; splits <= CML_SM90_MAX_SPLITS; splits++) {
-            const cml__gemm_sm90_config c = {widths[i], splits, 1, 16, 128, 1};
+            const cml__gemm_sm90_config c = {widths[i], splits, 1, 16, 128};
             const long long per_split = (k_blocks + splits - 1) / splits;
             if (!config_valid(d, kind, &c) || (splits > 1 && per_split < 4)) continue;
             const double waves = ceil(tiles * splits / sms);
@@ -326,15 +288,12 @@ typedef struct tuned_entry {
 } tuned_entry;
 
 #define CML_SM90_TUNED(kind, op_a, op_b, M, N, K, batch, rows, bn, splits, cluster, group_m) \
-    {CML_SM90_##kind, op_a, op_b, M, N, K, batch, {bn, splits, cluster, group_m, rows, 1}},
-#define CML_SM90_TUNED_2D(kind, op_a, op_b, M, N, K, batch, rows, bn, splits, cluster, cluster_n, group_m) \
-    {CML_SM90_##kind, op_a, op_b, M, N, K, batch, {bn, splits, cluster, group_m, rows, cluster_n}},
+    {CML_SM90_##kind, op_a, op_b, M, N, K, batch, {bn, splits, cluster, group_m, rows}},
 static const tuned_entry tuned_table[] = {
 #include "kernels/cuda/gemm/gemm_sm90_tuned.inc" /* also defines CML_SM90_TUNED_SMS */
-    {-1, 0, 0, 0, 0, 0, 0, {0, 0, 0, 0, 0, 0}} /* end */
+    {-1, 0, 0, 0, 0, 0, 0, {0, 0, 0, 0, 0}} /* end */
 };
 #undef CML_SM90_TUNED
-#undef CML_SM90_TUNED_2D
 #ifndef CML_SM90_TUNED_SMS
 #define CML_SM90_TUNED_SMS 0
 #endif
@@ -375,13 +334,13 @@ static cml__gemm_sm90_config plan(const cml_ctx *ctx, const cml_gemm_desc *d, in
 extern "C" cml__gemm_sm90_config cml__gemm_sm90_chosen_config(const cml_ctx *ctx, const cml_gemm_desc *d,
                                                               bool *tuned) {
     const int kind = input_kind(d);
-    if (kind < 0) return cml__gemm_sm90_config{0, 0, 0, 0, 0, 0};
+    if (kind < 0) return cml__gemm_sm90_config{0, 0, 0, 0, 0};
     return plan(ctx, d, kind, tuned);
 }
 
 extern "C" cml__gemm_sm90_config cml__gemm_sm90_estimate_config(const cml_ctx *ctx, const cml_gemm_desc *d) {
     const int kind = input_kind(d);
-    if (kind < 0) return cml__gemm_sm90_config{0, 0, 0, 0, 0, 0};
+    if (kind < 0) return cml__gemm_sm90_config{0, 0, 0, 0, 0};
     return estimate(ctx, d, kind);
 }
 
@@ -482,29 +441,26 @@ static cml_status pack_operand(cml_ctx *ctx, const void *src, cml_op op, int64_t
     return cml__cuda_check_launch(fn, "gemm_sm90_repack", tr ? "transpose" : "copy", tiles * copies, blocks, 256);
 }
 
-template <int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PP, int CN = 1>
+template <int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PP>
 static cml_status sm90_run_tile(cml_ctx *ctx, const sm90_layout *l, void *D, const void *A, const void *B,
                                 const void *C, float *partials) {
     const cml__gemm_sm90_config *c = &l->pl;
     if (c->bn == 256)
-        return sm90_launch<256, 4, KIND, TRANS_A, TRANS_B, CLUSTER, PP, CN>(ctx, &l->e, D, A, B, C, c, partials);
+        return sm90_launch<256, 4, KIND, TRANS_A, TRANS_B, CLUSTER, PP>(ctx, &l->e, D, A, B, C, c, partials);
     if constexpr (KIND == CML_SM90_BF16 || KIND == CML_SM90_F16)
         if (c->bn == 192)
-            return sm90_launch<192, 4, KIND, TRANS_A, TRANS_B, CLUSTER, PP, CN>(ctx, &l->e, D, A, B, C, c, partials);
-    return sm90_launch<128, 6, KIND, TRANS_A, TRANS_B, CLUSTER, PP, CN>(ctx, &l->e, D, A, B, C, c, partials);
+            return sm90_launch<192, 4, KIND, TRANS_A, TRANS_B, CLUSTER, PP>(ctx, &l->e, D, A, B, C, c, partials);
+    return sm90_launch<128, 6, KIND, TRANS_A, TRANS_B, CLUSTER, PP>(ctx, &l->e, D, A, B, C, c, partials);
 }
 
 template <int KIND, int TRANS_A, int TRANS_B>
 static cml_status sm90_run(cml_ctx *ctx, const sm90_layout *l, void *D, const void *A, const void *B, const void *C,
                            float *partials) {
-    if constexpr (KIND == CML_SM90_BF16 || KIND == CML_SM90_F16) { /* 64-row tiles, 2-D clusters: 16-bit only */
+    if constexpr (KIND == CML_SM90_BF16 || KIND == CML_SM90_F16) /* 64-row tiles: 16-bit inputs only */
         if (l->pl.rows == 64) {
             if (l->pl.cluster == 2) return sm90_run_tile<KIND, TRANS_A, TRANS_B, 2, 1>(ctx, l, D, A, B, C, partials);
             return sm90_run_tile<KIND, TRANS_A, TRANS_B, 1, 1>(ctx, l, D, A, B, C, partials);
         }
-        if (l->pl.cluster_n == 2) return sm90_run_tile<KIND, TRANS_A, TRANS_B, 2, 0, 2>(ctx, l, D, A, B, C, partials);
-        if (l->pl.cluster_n == 4) return sm90_run_tile<KIND, TRANS_A, TRANS_B, 2, 0, 4>(ctx, l, D, A, B, C, partials);
-    }
     if (l->pl.cluster == 2) return sm90_run_tile<KIND, TRANS_A, TRANS_B, 2, 0>(ctx, l, D, A, B, C, partials);
     return sm90_run_tile<KIND, TRANS_A, TRANS_B, 1, 0>(ctx, l, D, A, B, C, partials);
 }

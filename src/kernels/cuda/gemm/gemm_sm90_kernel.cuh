@@ -37,13 +37,6 @@
 #ifndef CML_SM90_DEV_EPI
 #define CML_SM90_DEV_EPI 0
 #endif
-/* Dev builds only (dev/gemm_sm90/cluster2d_probe.sh): the unroll count of the 2-D clusters' producer
- * loops over shared 64-column blocks (1: a loop, no spills; 4: unrolled, the 40-register producer
- * spills a few words). */
-#ifndef CML_SM90_DEV_2D_UNROLL
-#define CML_SM90_DEV_2D_UNROLL 1
-#endif
-static constexpr int cml__sm90_2d_unroll = CML_SM90_DEV_2D_UNROLL; /* pragmas do not expand macros */
 
 #define CML_SM90_BM 128      /* tile rows: two consumer warpgroups of 64 */
 #define CML_SM90_THREADS 384 /* producer + two consumers */
@@ -67,7 +60,7 @@ typedef struct cml__sm90_group { /* 64-byte aligned through CUtensorMap */
  * fields above group_m are unused. */
 typedef struct cml__sm90_problem {
     int tiles_m, tiles_n, batch;
-    int cluster_rows; /* ceil(tiles_m / CM): rows of clusters (CM tile rows each; columns: ceil(tiles_n / CN)) */
+    int cluster_rows; /* ceil(tiles_m / CLUSTER): the tile rows of cluster-sized tile pairs */
     int k_blocks;      /* ceil(K / elements per 128-byte row) */
     int group_m;       /* tile rows visited together */
     int a_batch_fixed; /* stride_a == 0: every batch reads matrix 0 */
@@ -365,32 +358,24 @@ static __device__ __forceinline__ bool cml__sm90_split_gather(float *acc, float 
     return true;
 }
 
-/* Frees a stage: one arrival on its empty barrier in every CTA that multicasts into this one's
- * copy of it, which are the CTAs that this one's copy must be free for before they refill theirs:
- * the CM CTAs of this CTA's cluster column (same rn: they share B) and the CN of its cluster row
- * (same rm: they share A), itself once. CTA rank r is (rm, rn) = (r % CM, r / CM). */
-template <int CM, int CN>
-static __device__ __forceinline__ void cml__sm90_release(uint64_t *empty, int rm, int rn) {
-    if constexpr (CM * CN == 1) {
+/* Frees a stage: one arrival on its empty barrier in every CTA of the cluster. */
+static __device__ __forceinline__ void cml__sm90_release(uint64_t *empty, int cluster) {
+    if (cluster == 1) {
         cml__mbar_arrive(empty);
-    } else {
-#pragma unroll
-        for (int i = 0; i < CM; i++) cml__mbar_arrive_cluster(empty, (uint32_t)(CM * rn + i));
-#pragma unroll
-        for (int j = 0; j < CN; j++)
-            if (j != rn) cml__mbar_arrive_cluster(empty, (uint32_t)(rm + CM * j));
+        return;
     }
+    for (int cta = 0; cta < cluster; cta++) cml__mbar_arrive_cluster(empty, (uint32_t)cta);
 }
 
-/* The cluster tile a linear index names, in grouped order (group_m cluster rows at a time):
- * cluster row tm, cluster column tn (of cluster_cols), batch b; the CTA (rm, rn) of a CM x CN
- * cluster takes tile row tm * CM + rm, tile column tn * CN + rn. */
-static __device__ __forceinline__ void cml__sm90_tile(int cluster_rows, int cluster_cols, int group_m, int tile,
-                                                      int *tm, int *tn, int *b) {
-    int per_batch = cluster_rows * cluster_cols;
+/* The cluster tile a linear index names, in grouped order (group_m tile rows at a time):
+ * tile row tm of the cluster's first CTA (CTA rank r takes row tm * CLUSTER + r),
+ * column tn, batch b. */
+static __device__ __forceinline__ void cml__sm90_tile(int cluster_rows, int tiles_n, int group_m, int tile, int *tm,
+                                                      int *tn, int *b) {
+    int per_batch = cluster_rows * tiles_n;
     *b = tile / per_batch;
     int t = tile - *b * per_batch;
-    int group_size = group_m * cluster_cols;
+    int group_size = group_m * tiles_n;
     int first_m = (t / group_size) * group_m;
     int rows = min(cluster_rows - first_m, group_m);
     int in_group = t % group_size;
@@ -399,15 +384,13 @@ static __device__ __forceinline__ void cml__sm90_tile(int cluster_rows, int clus
 }
 
 /* Where linear cluster tile `tile` lies: its problem *g (grouped launches; tiles are visited
- * in increasing order, so *g only moves forward), cluster tile coordinates (CN tile columns a
- * cluster column), the batch index of its output (with split K: batch * splits + split), and
- * its K blocks [*k_first, + *k_blocks). */
-template <int CN>
+ * in increasing order, so *g only moves forward), tile coordinates, the batch index of its
+ * output (with split K: batch * splits + split), and its K blocks [*k_first, + *k_blocks). */
 static __device__ __forceinline__ void cml__sm90_locate(const cml__sm90_problem *p, int tile, int *g, int *tm, int *tn,
                                                         int *b, int *k_first, int *k_blocks) {
     *k_first = 0;
     if (p->n_groups == 0) {
-        cml__sm90_tile(p->cluster_rows, (p->tiles_n + CN - 1) / CN, p->group_m, tile, tm, tn, b);
+        cml__sm90_tile(p->cluster_rows, p->tiles_n, p->group_m, tile, tm, tn, b);
         *k_blocks = p->k_blocks;
         if (p->splits > 1) {
             *k_first = (*b % p->splits) * p->split_kb;
@@ -418,16 +401,15 @@ static __device__ __forceinline__ void cml__sm90_locate(const cml__sm90_problem 
     while (p->groups[*g].tile_end <= tile) (*g)++;
     const cml__sm90_group *q = &p->groups[*g];
     const int start = *g > 0 ? p->groups[*g - 1].tile_end : 0;
-    cml__sm90_tile(q->cluster_rows, (q->tiles_n + CN - 1) / CN, p->group_m, tile - start, tm, tn, b);
+    cml__sm90_tile(q->cluster_rows, q->tiles_n, p->group_m, tile - start, tm, tn, b);
     *k_blocks = q->k_blocks;
 }
 
 /* PINGPONG = 0 (cooperative): both consumers share each 128-row tile, 64 rows each.
  * PINGPONG = 1: tiles of 64 rows; the consumers take alternate tiles, so that one's
  * epilogue overlaps the other's main loop (the stages of a tile belong to one consumer).
- * Clusters are CLUSTER x CLUSTER_N CTAs (CM x CN: along M, along N), launched as 1-D clusters of
- * CM * CN; see the producer for who loads what. */
-template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PINGPONG = 0, int CLUSTER_N = 1>
+ * The ping-pong mode is instantiated only by dev/gemm_sm90/harness.cu until it is measured. */
+template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PINGPONG = 0>
 static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_d, const __grid_constant__ cml__gemm_epi epi,
@@ -444,36 +426,25 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
     uint64_t *full = (uint64_t *)((uint8_t *)epi_stage + smem_t::epi_region);
     uint64_t *empty = full + STAGES;
     int *split_last = (int *)(empty + STAGES); /* one word per consumer */
-    /* A CM x CN cluster covers CM x CN neighbouring tiles: CTA (rm, rn) takes tile row
-     * tm * CM + rm and column tn * CN + rn. The CM CTAs of a cluster column share their B tile,
-     * the CN of a cluster row their A tile: each loads its share of both and multicasts it to
-     * the CTAs that share it, so a stage may be refilled only when the consumers of all those
-     * CTAs are done with it (cml__sm90_release). CN = 1 is the 1-D form (B shared, CM CTAs). */
-    constexpr int CM = CLUSTER, CN = CLUSTER_N, CSIZE = CLUSTER * CLUSTER_N;
-    /* a K-major share starts on a whole 8-row swizzle atom (1024 bytes) */
-    static_assert(CSIZE <= 16, "at most 16 CTAs a cluster");
-    static_assert(TRANS_A || ((PINGPONG ? 64 : CML_SM90_BM) / CN) % 8 == 0, "A's rows split in whole swizzle atoms");
-    static_assert(TRANS_B || (BN % CM == 0 && (BN / CM) % 8 == 0), "B's rows split in whole swizzle atoms");
-    const int rank = CSIZE > 1 ? (int)cml__cluster_rank() : 0;
-    const int rm = CN > 1 ? rank % CM : rank, rn = CN > 1 ? rank / CM : 0;
+    /* With CLUSTER = 2, the two CTAs of a cluster take vertically adjacent tiles that share
+     * their B tile: each loads half of it and multicasts it to both, so a stage may be
+     * refilled only when the consumers of both CTAs are done with it. */
+    const int rank = CLUSTER > 1 ? (int)cml__cluster_rank() : 0;
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
             cml__mbar_init(&full[s], 1);
-            /* one arrival per consumer warpgroup that reads the stage, in every CTA that this one
-             * multicasts into (its cluster column and row, itself once) */
-            cml__mbar_init(&empty[s], (PINGPONG ? 1 : 2) * (CM + CN - 1));
+            /* one arrival per consumer warpgroup that reads the stage, in every CTA of the cluster */
+            cml__mbar_init(&empty[s], (PINGPONG ? 1 : 2) * CLUSTER);
         }
         cml__mbar_init_fence();
     }
-    if (CSIZE > 1) cml__cluster_sync();
+    if (CLUSTER > 1) cml__cluster_sync();
     else __syncthreads();
 
-    /* cluster tiles (grouped launches: CN = 1, tile_end counts cluster_rows x tiles_n a problem) */
     const int total = prob.n_groups ? prob.groups[prob.n_groups - 1].tile_end
-                                    : prob.cluster_rows * ((prob.tiles_n + CN - 1) / CN) * prob.batch *
-                                          max(prob.splits, 1);
-    const int first = blockIdx.x / CSIZE, step = gridDim.x / CSIZE;
+                                    : prob.cluster_rows * prob.tiles_n * prob.batch * max(prob.splits, 1);
+    const int first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup == 0) {
         cml__regs_dealloc<CML_SM90_PRODUCER_REGS>();
@@ -485,7 +456,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
             int it = 0, g = 0, acquired = -1;
             for (int tile = first; tile < total; tile += step) {
                 int tm, tn, b, k_first, k_blocks;
-                cml__sm90_locate<CN>(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
+                cml__sm90_locate(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
                 if (prob.splits > 1) b /= prob.splits; /* the operands' batch */
                 const CUtensorMap *ma = prob.n_groups ? &prob.groups[g].map_a : &map_a;
                 const CUtensorMap *mb = prob.n_groups ? &prob.groups[g].map_b : &map_b;
@@ -494,12 +465,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                     cml__tma_map_acquire(mb);
                     acquired = g;
                 }
-                const int m0 = (tm * CM + rm) * BM, n0 = (tn * CN + rn) * BN;
-                /* the CTAs that share this CTA's B tile (its cluster column) and A tile (row) */
-                const uint16_t mask_b = (uint16_t)(((1u << CM) - 1) << (CM * rn));
-                uint16_t mask_a = 0;
-#pragma unroll
-                for (int j = 0; j < CN; j++) mask_a |= (uint16_t)(1u << (rm + CM * j));
+                const int m0 = (tm * CLUSTER + rank) * BM, n0 = tn * BN;
                 const int ba = prob.a_batch_fixed ? 0 : b, bb = prob.b_batch_fixed ? 0 : b;
                 for (int kb = 0; kb < k_blocks; kb++, it++) {
                     const int s = it % STAGES, round = it / STAGES;
@@ -507,38 +473,25 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                     cml__mbar_arrive_expect_tx(&full[s], smem_t::a_bytes + smem_t::b_bytes);
                     const int k0 = (k_first + kb) * elems_per_row;
                     uint8_t *sa = stage_a + s * smem_t::a_bytes, *sb = stage_b + s * smem_t::b_bytes;
-                    if (TRANS_A && CN == 1) { /* A stored K x M: M-major 64-column blocks of elems_per_row K rows */
+                    if (TRANS_A) { /* A stored K x M: 64-column blocks of elems_per_row K rows */
                         for (int j = 0; j < BM / 64; j++)
                             cml__tma_load_3d(sa + j * elems_per_row * CML_SM90_ROW_BYTES, ma, &full[s],
                                              m0 + 64 * j, k0, ba);
-                    } else if (TRANS_A) { /* the blocks shared round-robin in the cluster row */
-#pragma unroll cml__sm90_2d_unroll /* the producer has 40 registers: fully unrolled, it spills */
-                        for (int j = rn; j < BM / 64; j += CN)
-                            cml__tma_load_3d_multicast(sa + j * elems_per_row * CML_SM90_ROW_BYTES, ma, &full[s],
-                                                       m0 + 64 * j, k0, ba, mask_a);
-                    } else if (CN > 1) { /* K-major: this CTA's share of the A rows (the map's box) */
-                        const int rows = BM / CN;
-                        cml__tma_load_3d_multicast(sa + rn * rows * CML_SM90_ROW_BYTES, ma, &full[s], k0,
-                                                   m0 + rn * rows, ba, mask_a);
                     } else {
                         cml__tma_load_3d(sa, ma, &full[s], k0, m0, ba);
                     }
-                    if (TRANS_B && CN == 1) { /* B stored K x N (op N): N-major 64-column blocks, shared
-                                               * round-robin in the cluster (the 1-D form's code as it was) */
-                        for (int j = rm; j < BN / 64; j += CM) {
+                    if (TRANS_B) { /* B stored K x N (op N): N-major 64-column blocks, shared round-robin */
+                        for (int j = rank; j < BN / 64; j += CLUSTER) {
                             uint8_t *dst = sb + j * elems_per_row * CML_SM90_ROW_BYTES;
-                            if (CM > 1) cml__tma_load_3d_multicast(dst, mb, &full[s], n0 + 64 * j, k0, bb, mask_b);
+                            if (CLUSTER > 1)
+                                cml__tma_load_3d_multicast(dst, mb, &full[s], n0 + 64 * j, k0, bb,
+                                                           (1u << CLUSTER) - 1);
                             else cml__tma_load_3d(dst, mb, &full[s], n0 + 64 * j, k0, bb);
                         }
-                    } else if (TRANS_B) { /* 2-D clusters: the same in the cluster column */
-#pragma unroll cml__sm90_2d_unroll
-                        for (int j = rm; j < BN / 64; j += CM)
-                            cml__tma_load_3d_multicast(sb + j * elems_per_row * CML_SM90_ROW_BYTES, mb, &full[s],
-                                                       n0 + 64 * j, k0, bb, mask_b);
-                    } else if (CM > 1) { /* K-major: this CTA's share of the B rows (the map's box) */
-                        const int rows = BN / CM;
-                        cml__tma_load_3d_multicast(sb + rm * rows * CML_SM90_ROW_BYTES, mb, &full[s], k0,
-                                                   n0 + rm * rows, bb, mask_b);
+                    } else if (CLUSTER > 1) { /* K-major: this CTA's share of the B rows */
+                        const int rows = BN / CLUSTER;
+                        cml__tma_load_3d_multicast(sb + rank * rows * CML_SM90_ROW_BYTES, mb, &full[s], k0,
+                                                   n0 + rank * rows, bb, (1u << CLUSTER) - 1);
                     } else {
                         cml__tma_load_3d(sb, mb, &full[s], k0, n0, bb);
                     }
@@ -554,7 +507,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
         int it = 0, g = 0, mine = 0, d_acquired = -1;
         for (int tile = first; tile < total; tile += step, mine++) {
             int tm, tn, b, k_first, k_blocks;
-            cml__sm90_locate<CN>(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
+            cml__sm90_locate(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
             if (PINGPONG && (mine & 1) != consumer) { /* the other consumer's tile: skip its stages */
                 it += k_blocks;
                 continue;
@@ -591,25 +544,22 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                 /* keep this stage's wgmmas in flight; the previous stage's are done: free it */
                 cml__wgmma_wait<1>();
                 cml__wgmma_reg_fence<BN / 2>(acc);
-                if (kb > 0 && leader) cml__sm90_release<CM, CN>(&empty[(it - 1) % STAGES], rm, rn);
+                if (kb > 0 && leader) cml__sm90_release(&empty[(it - 1) % STAGES], CLUSTER);
             }
             cml__wgmma_wait<0>();
             cml__wgmma_reg_fence<BN / 2>(acc);
-            if (leader) cml__sm90_release<CM, CN>(&empty[(it - 1) % STAGES], rm, rn);
+            if (leader) cml__sm90_release(&empty[(it - 1) % STAGES], CLUSTER);
             if (PINGPONG && tile + step < total) cml__sm90_order_signal(1 - consumer); /* the next tile's owner */
 #if CML_SM90_DEV_EPI == 1 /* dev/gemm_sm90/harness.cu only: time the main loop without any epilogue */
             continue;
 #elif CML_SM90_DEV_EPI == 6 /* dev only: no epilogue at run time, its code still compiled in */
             if (epi.alpha != 12345.0f) continue;
 #endif
-            tm = tm * CM + rm;
-            tn = tn * CN + rn;
-            /* a cluster's tile past M or N (the cluster spans more tiles than are left): nothing to
-             * store (grouped launches have CN = 1 and store such rows nowhere: TMA drops them) */
-            if (!prob.n_groups && (tm >= prob.tiles_m || tn >= prob.tiles_n)) continue;
+            tm = tm * CLUSTER + rank;
             if (prob.splits > 1) { /* only the split that arrives last stores D (cml__sm90_problem) */
                 const int split = b % prob.splits;
                 b /= prob.splits;
+                if (tm >= prob.tiles_m) continue; /* the odd cluster row past M: nothing to store */
                 const long long half = (((long long)b * prob.tiles_m + tm) * prob.tiles_n + tn) * (PINGPONG ? 1 : 2) +
                                        (PINGPONG ? 0 : consumer);
                 if (!cml__sm90_split_gather<BN>(acc, prob.partials + half * prob.splits * 64 * BN, split, prob.splits,
@@ -650,8 +600,8 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
         }
         if (leader) cml__bulk_wait<0>(); /* any TMA stores' reads of shared memory are done */
     }
-    /* no CTA leaves while its peers may still multicast into it or arrive on its barriers */
-    if (CSIZE > 1) cml__cluster_sync();
+    /* no CTA leaves while its peer may still multicast into it or arrive on its barriers */
+    if (CLUSTER > 1) cml__cluster_sync();
 #endif
 }
 
