@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Session 8 device probe: 2-D clusters (A multicast along cluster rows, B along columns) against
-# the kernel before them, in one call. Run from the repository root of the new tree, with the old
-# tree (the same harness before session 8) unpacked at $BASE:
-#   BASE=/tmp/base bash dev/gemm_sm90/cluster2d_probe.sh
+# the kernel before them, in one call (dev/gemm_sm90/README.md, "Session 8"). Run from the
+# repository root of a tree with session8_clusters_2d.patch applied (`git apply`), with the tree
+# without it (the old kernel and harness) unpacked at $BASE:
+#   BASE=/tmp/base bash dev/gemm_sm90/cluster2d_probe.sh        (LIB=0: no library; SAN=0: no sanitizers)
 # 1. Builds, in parallel: the library (test_gpu_gemm, camel) on cores 8-15; harness binaries of one
 #    op pair and one tile width each on cores 0-7: old TN / NT (every width, clusters 1 and 2), new
 #    TN 192 / 128, NT 192 / 256, and TN 160 from a copy of the tree with
