@@ -8,7 +8,17 @@ the FUSEDQ change (no convert kernel; prep writes the zero tiles) must not move 
 64 / 128 / 256, bf16 and f16, [B, S, H, D], causal and not, S_q != S_kv both ways (causal query
 tiles that see no key), GQA and MQA, lengths 1 .. 2048, a negative scale. Exits 1 on a difference.
 
-    bwd_ab.py OLD/libcamel.so NEW/libcamel.so
+The library works on its context's own stream (non-blocking: no implicit order with PyTorch's
+default stream), so the script synchronizes the device after every PyTorch fill and before every
+library call. (Session 8, part 2: without that, a poison fill of dV could still be pending when a
+backward started -- seen under a GPU shared with five other processes -- and then ran after it,
+as the persistent main kernel held every SM: dV "unwritten" in 2-2.5M elements of the
+B = 4, S = 2048 cases, for the old library as for the new one.)
+--old-env NAME=VALUE sets NAME in the environment for OLD's first backward only (the library reads
+its switches once, at their first use): e.g. the same build twice, as two copies of the file,
+CML_ATT_BWD_PDL=0 for the first.
+
+    bwd_ab.py [--old-env NAME=VALUE] OLD/libcamel.so NEW/libcamel.so
 """
 import os
 import sys
@@ -27,7 +37,12 @@ CASES = [(2, 1000, 300, 4, 2, True, False), (2, 1000, 300, 4, 2, True, True), (1
 
 def main():
     import torch
-    old, new = Camel(sys.argv[1]), Camel(sys.argv[2])
+    args = sys.argv[1:]
+    old_env = None
+    if args and args[0] == "--old-env":
+        old_env = args[1].split("=", 1)
+        args = args[2:]
+    old, new = Camel(args[0]), Camel(args[1])
     ok = True
     for dt, tdt, name in ((CML_BF16, torch.bfloat16, "bf16"), (CML_F16, torch.float16, "f16")):
         for D in (64, 128, 256):
@@ -39,6 +54,7 @@ def main():
                 do = torch.randn(B, Sq, Hq, D, device="cuda").to(tdt)
                 o = torch.empty_like(q)
                 lse = torch.empty(B, Hq, Sq, device="cuda", dtype=torch.float32)
+                torch.cuda.synchronize()  # the inputs are written before the library's stream reads them
                 desc = old.lib.cml_attention_desc_bshd(B, Sq, Sk, Hq, Hkv, D, causal, dt)
                 if neg:
                     desc.scale = -desc.scale
@@ -47,7 +63,12 @@ def main():
                 outs = []
                 for lib in (old, new):
                     g = [torch.full(t.shape, -1, dtype=torch.int16, device="cuda") for t in (q, k, v)]  # 0xFFFF: NaN
+                    torch.cuda.synchronize()  # the poison is in place before the backward writes
+                    if lib is old and old_env:
+                        os.environ[old_env[0]] = old_env[1]
                     lib.bwd(desc, *g, do, q, k, v, o, lse)
+                    if lib is old and old_env:
+                        del os.environ[old_env[0]]
                     torch.cuda.synchronize()
                     outs.append(g)
                 same = [torch.equal(a, b) for a, b in zip(*outs)]

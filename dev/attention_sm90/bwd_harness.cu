@@ -16,6 +16,8 @@
  * nothing in the sums), except UNORDERED (no order: relative difference printed). dQ, dK, dV are
  * poisoned (0xFF) before each variant's checked run. bwd TFLOP/s = 2.5 x forward flops over the
  * median of the summed prep + main + convert times.
+ * Variants with cvt 1 / 2 (the library's convert launch, plain / PDL) are timed prep | main + convert
+ * (no event between main and convert: it would end the overlap), printed as "main", convert 0.
  * -DSET=1 builds the exit-time variants instead (EXITT: CTA start / exit times, candidate 3's
  * measurement), -DSET=2 the phase profiles (PROF), so that the device compiles the sets in
  * parallel. */
@@ -109,6 +111,9 @@ typedef struct variant {
     const char *name;
     bwd_main_fn fn;
     int unordered, prof, hgroup, exitt;
+    int cvt; /* the convert launch: 0 the harness's (grid <= 4096, an event between main and convert, timed
+                alone), 1 the library's plain launch (one wave, no event between: main + convert timed
+                together), 2 the library's programmatic dependent launch (WAIT kernel; session 8, part 2) */
 } variant;
 
 /* the first variant, the reference, is the library's kernel (attention_bwd_sm90.cu's att90b_cfg:
@@ -120,8 +125,9 @@ typedef struct variant {
 #define LIB_ST 2
 #define LIB_NDQ 2
 #endif
-/* Session 8 (README "Session 8"): the library's kernel three times (its run-to-run spread);
- * hgroup 0 = the library's tile order. SET=1: with EXITT (CTA start / exit times: the idle tail,
+/* Session 8, part 2 (README): the library's main kernel with the convert kernel launched plainly
+ * and as a programmatic dependent launch, three times each in turns (the cvt field; part 1's list
+ * ran the library's kernel three times); hgroup 0 = the library's tile order. SET=1: with EXITT (CTA start / exit times: the idle tail,
  * plan candidate 3's measurement); SET=2: with PROF (phase profile). The session's candidates
  * (FUSEDQ, QDWARP) and their lists are in s8_fusedq.patch; earlier lists in git history (session
  * 7: 475ee1f, c48252a). REPS=n: medians of n. */
@@ -138,12 +144,43 @@ static const variant VARIANTS[] = {
     {"lib", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0},
     {"lib prof", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_PROF>, 0, 1, 0, 0},
 #else
-    {"lib", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0},
-    {"lib (2)", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0},
-    {"lib (3)", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0},
+    /* session 8, part 2: the convert kernel as a plain launch (as the library had it) and as a
+     * programmatic dependent launch, in turns; "lib" (the harness's own convert launch) is the
+     * bitwise reference */
+    {"lib", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0, 0},
+    {"plain", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0, 1},
+    {"pdl", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0, 2},
+    {"plain (2)", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0, 1},
+    {"pdl (2)", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0, 2},
+    {"plain (3)", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0, 1},
+    {"pdl (3)", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0, 2},
 #endif
 };
 enum { N_VARIANTS = sizeof VARIANTS / sizeof VARIANTS[0] };
+
+/* The library's convert launch (attention_bwd_sm90.cu, att90b_launch): one wave of 256-thread
+ * blocks, plainly or as a programmatic dependent launch of the main kernel just launched. */
+static void launch_convert(bool pdl, const float *acc, uint16_t *dq, const long long sq[3], int H, int Sq, int n_qt,
+                           int causal, int off, float scale, long long n4, const int *sem, int *unit_counter, int n_kb) {
+    const long long want = n4 / 1024, cap = (long long)g_sms * 8;
+    const unsigned cgrid = (unsigned)(want < cap ? want : cap);
+    if (!pdl) {
+        cml__att90b_dq_kernel<CML_ATT90_BF16, HD, BM><<<cgrid, 256>>>((const float4 *)acc, dq, sq[0], sq[1], sq[2], H, Sq,
+                                                                     n_qt, causal, off, scale, n4, NULL, NULL, 0);
+        return;
+    }
+    cudaLaunchConfig_t lc;
+    memset(&lc, 0, sizeof lc);
+    lc.gridDim = dim3(cgrid);
+    lc.blockDim = dim3(256);
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    lc.attrs = at;
+    lc.numAttrs = 1;
+    CK(cudaLaunchKernelEx(&lc, cml__att90b_dq_kernel<CML_ATT90_BF16, HD, BM, true>, (const float4 *)acc, dq, sq[0], sq[1],
+                          sq[2], H, Sq, n_qt, causal, off, scale, n4, sem, unit_counter, n_kb));
+}
 
 /* A 4-D map (D, H, S, B) as the library makes it (cml__att90_map). */
 static void make_map(CUtensorMap *m, void *ptr, int B, int S, int H, int D, const long long st[3], int rows) {
@@ -244,7 +281,7 @@ static int run_problem(shape sh, int only_v, int reps) {
     CK(cudaMalloc(&lse2, rows_pad * 4));
     CK(cudaMalloc(&di, rows_pad * 4));
     CK(cudaMalloc(&acc, rows_pad * D * 4));
-    CK(cudaMalloc(&sem, (n_sem + 1) * 4));
+    CK(cudaMalloc(&sem, (n_sem + 2) * 4)); /* semaphores, tile counter, the convert's unit counter */
     p.lse2 = lse2, p.di = di, p.dq_acc = acc, p.dq_sem = sem, p.tile_counter = sem + n_sem;
     unsigned long long *prof, *hbuf;
     double *ebuf;
@@ -289,16 +326,26 @@ static int run_problem(shape sh, int only_v, int reps) {
             if (var.unordered) CK(cudaMemsetAsync(acc, 0, rows_pad * D * 4)); /* no first-adder store */
             cudaEventRecord(ev[1]);
             var.fn(m, p, grid);
-            cudaEventRecord(ev[2]);
-            cml__att90b_dq_kernel<CML_ATT90_BF16, HD, BM><<<cgrid, 256>>>((const float4 *)acc, dq, sq[0], sq[1], sq[2], H,
-                                                                          Sq, p.n_qt, causal, Sk - Sq, scale, n4);
+            if (var.cvt == 0) {
+                cudaEventRecord(ev[2]);
+                cml__att90b_dq_kernel<CML_ATT90_BF16, HD, BM><<<cgrid, 256>>>(
+                    (const float4 *)acc, dq, sq[0], sq[1], sq[2], H, Sq, p.n_qt, causal, Sk - Sq, scale, n4, NULL, NULL, 0);
+            } else {
+                launch_convert(var.cvt == 2, acc, dq, sq, H, Sq, p.n_qt, causal, Sk - Sq, scale, n4, sem, sem + n_sem + 1,
+                               p.n_kb);
+            }
             cudaEventRecord(ev[3]);
             CK(cudaEventSynchronize(ev[3]));
             CK(cudaGetLastError());
             if (timed) {
                 cudaEventElapsedTime(&tp[r - 2], ev[0], ev[1]);
-                cudaEventElapsedTime(&tm[r - 2], ev[1], ev[2]);
-                cudaEventElapsedTime(&tc[r - 2], ev[2], ev[3]);
+                if (var.cvt == 0) {
+                    cudaEventElapsedTime(&tm[r - 2], ev[1], ev[2]);
+                    cudaEventElapsedTime(&tc[r - 2], ev[2], ev[3]);
+                } else { /* no event between main and convert (it would end the overlap): main = both */
+                    cudaEventElapsedTime(&tm[r - 2], ev[1], ev[3]);
+                    tc[r - 2] = 0.0f;
+                }
                 tt[r - 2] = tp[r - 2] + tm[r - 2] + tc[r - 2];
             }
             if (r == 0) { /* the check: bitwise against variant 0 (its first run is the reference) */

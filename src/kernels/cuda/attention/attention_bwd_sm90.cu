@@ -1,9 +1,12 @@
 /* The Hopper attention backward behind cml_attention_bwd (see attention_sm90.h): which problems
  * it takes, the workspace, tensor maps, per-head-dim configuration and the three launches
- * (prep, main, convert). The kernels and the argument for deterministic dQ and forward progress
- * are in attention_bwd_sm90.cuh; dev/attention_sm90/README.md ("Backward") has the measurements. */
+ * (prep, main, convert; the convert a programmatic dependent launch: att90b_pdl_enabled). The
+ * kernels and the argument for deterministic dQ and forward progress are in
+ * attention_bwd_sm90.cuh; dev/attention_sm90/README.md ("Backward") has the measurements. */
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels/cuda/common/tma_map.h"
 
@@ -73,6 +76,20 @@ extern "C" long long cml__attention_bwd_sm90_runs(void) { return __atomic_load_n
 
 static size_t round256(size_t n) { return (n + 255) & ~(size_t)255; }
 
+/* The convert kernel as a programmatic dependent launch of the main kernel (session 8, part 2,
+ * dev/attention_sm90/README.md): it converts query tiles as they complete, on the SMs the main
+ * kernel's tail leaves idle, instead of after the whole main kernel. CML_ATT_BWD_PDL=0 (read once)
+ * launches it plainly after the main kernel, as before, for A/B runs; a PDL launch the runtime
+ * refuses falls back to that too. The bits are the same either way (an elementwise conversion). */
+static bool att90b_pdl_enabled(void) {
+    static int mode = -1;
+    if (mode < 0) {
+        const char *e = getenv("CML_ATT_BWD_PDL");
+        mode = e && strcmp(e, "0") == 0 ? 0 : 1;
+    }
+    return mode == 1;
+}
+
 template <int DT, int D>
 static cml_status att90b_launch(cml_ctx *ctx, const cml_attention_desc *d, void *dQ, const void *dO, const void *O,
                                 const float *lse, const CUtensorMap maps[4], cml__att90b_params p) {
@@ -81,9 +98,9 @@ static cml_status att90b_launch(cml_ctx *ctx, const cml_attention_desc *d, void 
     static_assert(sm::total <= 232448, "shared memory above the 227 KB a block may have");
     const int BM = cfg::BM;
     const long long bh = d->B * d->H_q, rows_pad = bh * p.n_qt * BM, n_sem = bh * p.n_qt * cfg::HALVES;
-    /* one request: lse2, Di, the dQ accumulator, the semaphores and the tile counter */
+    /* one request: lse2, Di, the dQ accumulator, the semaphores, the tile and unit counters */
     const size_t o_lse = 0, o_di = round256(rows_pad * 4), o_acc = o_di + round256(rows_pad * 4),
-                 o_sem = o_acc + round256((size_t)rows_pad * D * 4), total = o_sem + round256((n_sem + 1) * 4);
+                 o_sem = o_acc + round256((size_t)rows_pad * D * 4), total = o_sem + round256((n_sem + 2) * 4);
     uint8_t *ws = NULL;
     CML_TRY(cml_ctx_workspace(ctx, (void **)&ws, total));
     p.lse2 = (const float *)(ws + o_lse);
@@ -91,6 +108,7 @@ static cml_status att90b_launch(cml_ctx *ctx, const cml_attention_desc *d, void 
     p.dq_acc = (float *)(ws + o_acc);
     p.dq_sem = (int *)(ws + o_sem);
     p.tile_counter = p.dq_sem + n_sem;
+    int *unit_counter = p.dq_sem + n_sem + 1; /* the convert kernel's (PDL); prep zeroes it too */
     cudaStream_t s = cml__stream(ctx);
     const char *dtn = cml_dtype_name(DT == CML_ATT90_F16 ? CML_F16 : CML_BF16);
 
@@ -111,9 +129,29 @@ static cml_status att90b_launch(cml_ctx *ctx, const cml_attention_desc *d, void 
 
     const long long n4 = rows_pad * D / 4;
     const unsigned cgrid = cml__grid_size(ctx, n4 / 1024 * 256, 256); /* units of 64 x 64: 1024 float4 */
-    cml__att90b_dq_kernel<DT, D, cfg::BM><<<cgrid, 256, 0, s>>>(
-        (const float4 *)p.dq_acc, (uint16_t *)dQ, d->q_stride[0], d->q_stride[1], d->q_stride[2], p.Hq, p.Sq, p.n_qt,
-        p.causal, p.Sk - p.Sq, p.scale, n4);
+    const float4 *acc = (const float4 *)p.dq_acc;
+    const int off = p.Sk - p.Sq;
+    if (att90b_pdl_enabled()) {
+        cudaLaunchConfig_t lc;
+        memset(&lc, 0, sizeof lc);
+        lc.gridDim = dim3(cgrid);
+        lc.blockDim = dim3(256);
+        lc.stream = s;
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[0].val.programmaticStreamSerializationAllowed = 1;
+        lc.attrs = at;
+        lc.numAttrs = 1;
+        const cudaError_t e = cudaLaunchKernelEx(&lc, cml__att90b_dq_kernel<DT, D, cfg::BM, true>, acc, (uint16_t *)dQ,
+                                                 (long long)d->q_stride[0], (long long)d->q_stride[1],
+                                                 (long long)d->q_stride[2], p.Hq, p.Sq, p.n_qt, p.causal, off, p.scale,
+                                                 n4, (const int *)p.dq_sem, unit_counter, p.n_kb);
+        if (e == cudaSuccess) return CML_OK;
+        (void)cudaGetLastError(); /* refused: the plain launch below reports what persists */
+    }
+    cml__att90b_dq_kernel<DT, D, cfg::BM><<<cgrid, 256, 0, s>>>(acc, (uint16_t *)dQ, d->q_stride[0], d->q_stride[1],
+                                                                d->q_stride[2], p.Hq, p.Sq, p.n_qt, p.causal, off,
+                                                                p.scale, n4, (const int *)NULL, (int *)NULL, 0);
     return cml__cuda_check_launch(att90b_fn, "cml__att90b_dq_kernel", dtn, n4, cgrid, 256);
 }
 

@@ -7,7 +7,8 @@
  * Three launches on the stream:
  *   prep:    per query row (padded to whole query tiles of BM rows): Di = rowsum(dO * O) and
  *            lse2 = lse * log2(e) (+inf for rows that see no key and for padding rows, so that
- *            P = exp2(s - lse2) = 0 there); zeroes the dQ semaphores and the tile counter;
+ *            P = exp2(s - lse2) = 0 there); zeroes the dQ semaphores, the tile counter and the
+ *            convert kernel's unit counter;
  *   main:    one work tile = (batch, kv head, key block of BN = 128 keys), persistent CTAs of
  *            3 warpgroups:
  *     producer warp (setmaxnreg 24): claims tiles from a counter, loads K and V once per tile
@@ -33,7 +34,10 @@
  *       memory (one bulk reduce-add; the first key block stores instead) in a FIXED order of key
  *       blocks.
  *   convert: dQ = scale * accumulator, to 16-bit in Q's layout; zeros for query tiles that no
- *            key block touches (causal rows that see no key).
+ *            key block touches (causal rows that see no key). Launched as a programmatic
+ *            dependent launch of main where it can be (attention_bwd_sm90.cu): its blocks then
+ *            start on the SMs whose main CTA has exited and convert each query tile as soon as
+ *            its semaphore says every key block has added (cml__att90b_dq_kernel, WAIT).
  *
  * Deterministic dQ. The key blocks that touch a query tile are a prefix 0 .. N_m of the kv
  * head's key blocks (non-causal: all; causal: key block n is seen by the queries
@@ -207,6 +211,22 @@ static __device__ __forceinline__ void cml__att90b_red_release(int *p, int v) {
     asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
+/* Programmatic dependent launch (sm_90): lets the grid launched after this one with
+ * cudaLaunchAttributeProgrammaticStreamSerialization be scheduled once every CTA of this grid has
+ * executed it (or exited); a no-op when the next launch is a plain one. */
+static __device__ __forceinline__ void cml__att90b_launch_dependents(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+/* Waits until the grid this one was programmatically launched after has completed and its memory
+ * is visible; returns at once after a plain launch. */
+static __device__ __forceinline__ void cml__att90b_grid_wait(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 static __device__ __forceinline__ unsigned long long cml__att90b_globaltimer(void) {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -290,10 +310,47 @@ static __global__ void __launch_bounds__(256, D == 256 ? 4 : 8) /* D = 256: 8 16
         }
     }
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x, nthr = (long long)gridDim.x * blockDim.x;
-    for (long long k = tid; k <= n_sem; k += nthr) sem[k] = 0; /* n_sem semaphores, then the tile counter */
+    /* n_sem semaphores, then the tile counter and the convert kernel's unit counter */
+    for (long long k = tid; k < n_sem + 2LL; k += nthr) sem[k] = 0;
 }
 
 /* ---- convert: dQ = scale * accumulator ----------------------------------------------------- */
+
+/* WAIT (programmatic dependent launch of the convert kernel): thread 0 of a block claims its next
+ * work unit from a counter (prep zeroed it) while it converts the current one, then waits here
+ * until that unit's accumulator part is complete: its semaphore (one per part, the dQ writers'
+ * key-block order) has counted every key block that adds to the query tile; the unit goes to the
+ * whole block through *slot. Units are claimed in order, and the main kernel completes the query
+ * tiles in roughly that order (head groups one after the other; inside a group, key block 0
+ * walks the query tiles upwards last), so blocks that started early on SMs the main kernel's
+ * tail freed convert most of the tensor before it ends.
+ * Memory order: the writer of a part's last partial waits for its bulk add to COMPLETE
+ * (cp.async.bulk.wait_group 0, not .read), fences the async proxy against the generic one
+ * (fence.proxy.async.global) and only then releases the semaphore (red.release.gpu,
+ * cml__att90b_write_dq); thread 0 acquires it (ld.acquire.gpu) and the block barrier orders every
+ * thread's plain loads of the part after that acquire. */
+template <int D, int BM>
+static __device__ __forceinline__ int cml__att90b_dq_ready(int unit, const int *sem, int n_units, int Sq, int n_qt,
+                                                           int n_kb, int causal, int off, int *slot) {
+    enum { HALVES = D == 256 ? 2 : 1, BN = D == 256 ? 64 : CML_ATT90B_BN };
+    if (threadIdx.x == 0) {
+        if (unit < n_units) {
+            const int part = unit / 2, m = part / HALVES % n_qt;
+            const int i_last = (m * BM + BM < Sq ? m * BM + BM : Sq) - 1;
+            /* key blocks 0 .. last add to the tile (cml__att90b_rank); none when causal rows see no key */
+            int want = n_kb;
+            if (causal) want = i_last + off < 0 ? 0 : (i_last + off) / BN + 1 < n_kb ? (i_last + off) / BN + 1 : n_kb;
+            unsigned ns = 64;
+            while (cml__att90b_ld_acquire(sem + part) < want) {
+                __nanosleep(ns);
+                ns = ns < 512 ? 2 * ns : ns;
+            }
+        }
+        *slot = unit;
+    }
+    __syncthreads();
+    return *slot;
+}
 
 /* A work unit is one consumer's 64 x 64 block of a query tile's accumulator (16 KB of f32 in the
  * consumers' fragment order: float4 q * 256 + c * 128 + t holds registers 4q..4q+3 of consumer
@@ -306,17 +363,33 @@ static __global__ void __launch_bounds__(256, D == 256 ? 4 : 8) /* D = 256: 8 16
  * touches (causal rows that see no key; the accumulator was never written there). The products
  * and conversions are the old kernel's, element by element: the same bits.
  * D = 256 (BM = 64): a query tile's accumulator is two parts of 64 x 128 (columns 128 half ..),
- * each laid out like a D = 128 tile (block c = its columns 64 c ..); D = 64 / 128: one part. */
-template <int DT, int D, int BM>
+ * each laid out like a D = 128 tile (block c = its columns 64 c ..); D = 64 / 128: one part.
+ * WAIT = false: launched after the main kernel completed (plain stream order), units by grid
+ * stride. WAIT = true: launched programmatically after the main kernel (which triggers at its
+ * start), units claimed in order from unit_counter, each converted once its part is complete
+ * (cml__att90b_dq_ready); sem, unit_counter and n_kb are unused otherwise. Forward progress: the
+ * dependent launch happens only once every main CTA has started (each triggers first thing), so
+ * a convert block only ever takes an SM a main CTA has left and waits only on main CTAs that are
+ * running (whose progress needs nothing of the convert kernel: header), never on another convert
+ * block. Each block ends at griddepcontrol.wait, so that the convert grid completes only after
+ * the main kernel has: what follows on the stream (the next backward's prep zeroes the
+ * semaphores, dK and dV are read) sees both complete. */
+template <int DT, int D, int BM, bool WAIT = false>
 static __global__ void __launch_bounds__(256, 8)
     cml__att90b_dq_kernel(const float4 *acc, uint16_t *dQ, long long qs0, long long qs1, long long qs2, int Hq,
-                          int Sq, int n_qt, int causal, int off, float scale, long long n4) {
+                          int Sq, int n_qt, int causal, int off, float scale, long long n4, const int *sem,
+                          int *unit_counter, int n_kb) {
     enum { P = 36, UNIT4 = 64 * 64 / 4, HALVES = D == 256 ? 2 : 1 }; /* staged row pitch in words; float4 per unit */
     __shared__ __align__(16) uint32_t stage[64 * P];
+    __shared__ int next_unit;
     const int n_units = (int)(n4 / UNIT4); /* 2 per query tile */
     const int t = threadIdx.x % 128, qpar = threadIdx.x / 128, warp = t / 32, lane = t % 32;
     const int frow = 16 * warp + lane / 4, fword = lane % 4; /* this thread's fragment position */
-    for (int unit = blockIdx.x; unit < n_units; unit += gridDim.x) {
+    int claim = WAIT && threadIdx.x == 0 ? atomicAdd(unit_counter, 1) : 0; /* WAIT: thread 0's claims */
+    int unit = WAIT ? cml__att90b_dq_ready<D, BM>(claim, sem, n_units, Sq, n_qt, n_kb, causal, off, &next_unit)
+                    : (int)blockIdx.x;
+    while (unit < n_units) {
+        if (WAIT && threadIdx.x == 0) claim = atomicAdd(unit_counter, 1); /* the next, in flight under this one */
         const int part = unit / 2, c = unit % 2, tile = part / HALVES, half = part % HALVES;
         const int m = tile % n_qt, bh = tile / n_qt, b = bh / Hq, h = bh % Hq;
         const int i0 = m * BM + (HALVES == 2 ? 0 : cml__att90b_mrow0<D, BM>(c)), i_tile = m * BM;
@@ -341,7 +414,11 @@ static __global__ void __launch_bounds__(256, 8)
             const int chunk = k * 256 + threadIdx.x, r = chunk / 8, cc = chunk % 8;
             if (i0 + r < Sq) *(uint4 *)(dst + (long long)(i0 + r) * qs1 + 8 * cc) = *(const uint4 *)&stage[r * P + 4 * cc];
         }
+        /* WAIT: every thread read next_unit before the barriers above, so thread 0 may overwrite it */
+        unit = WAIT ? cml__att90b_dq_ready<D, BM>(claim, sem, n_units, Sq, n_qt, n_kb, causal, off, &next_unit)
+                    : unit + (int)gridDim.x;
     }
+    if (WAIT) cml__att90b_grid_wait();
 }
 
 /* ---- main kernel: the three roles ------------------------------------------------------------ */
@@ -633,6 +710,7 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
         cml__mbar_init_fence();
     }
     __syncthreads();
+    cml__att90b_launch_dependents(); /* the convert kernel may be scheduled: see cml__att90b_dq_kernel */
 
     const int wg = threadIdx.x / 128;
     if ((VAR & CML_ATT90B_V_EXITT) && threadIdx.x == 0) p.prof[64 * blockIdx.x + 60] = cml__att90b_globaltimer();
