@@ -5,9 +5,7 @@
  * attention_bwd_sm90.cuh; dev/attention_sm90/README.md ("Backward") has the measurements. */
 #include <cuda.h>
 #include <cuda_runtime.h>
-#include <stdlib.h>
 #include <string.h>
-
 #include "kernels/cuda/common/tma_map.h"
 
 #include "kernels/cuda/attention/attention_bwd_sm90.cuh"
@@ -82,12 +80,8 @@ static size_t round256(size_t n) { return (n + 255) & ~(size_t)255; }
  * launches it plainly after the main kernel, as before, for A/B runs; a PDL launch the runtime
  * refuses falls back to that too. The bits are the same either way (an elementwise conversion). */
 static bool att90b_pdl_enabled(void) {
-    static int mode = -1;
-    if (mode < 0) {
-        const char *e = getenv("CML_ATT_BWD_PDL");
-        mode = e && strcmp(e, "0") == 0 ? 0 : 1;
-    }
-    return mode == 1;
+    static int cache = -1;
+    return cml__env_switch("CML_ATT_BWD_PDL", &cache);
 }
 
 template <int DT, int D>
@@ -132,16 +126,8 @@ static cml_status att90b_launch(cml_ctx *ctx, const cml_attention_desc *d, void 
     const float4 *acc = (const float4 *)p.dq_acc;
     const int off = p.Sk - p.Sq;
     if (att90b_pdl_enabled()) {
-        cudaLaunchConfig_t lc;
-        memset(&lc, 0, sizeof lc);
-        lc.gridDim = dim3(cgrid);
-        lc.blockDim = dim3(256);
-        lc.stream = s;
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[0].val.programmaticStreamSerializationAllowed = 1;
-        lc.attrs = at;
-        lc.numAttrs = 1;
+        cudaLaunchAttribute at;
+        const cudaLaunchConfig_t lc = cml__pdl_config(dim3(cgrid), dim3(256), s, &at);
         const cudaError_t e = cudaLaunchKernelEx(&lc, cml__att90b_dq_kernel<DT, D, cfg::BM, true>, acc, (uint16_t *)dQ,
                                                  (long long)d->q_stride[0], (long long)d->q_stride[1],
                                                  (long long)d->q_stride[2], p.Hq, p.Sq, p.n_qt, p.causal, off, p.scale,

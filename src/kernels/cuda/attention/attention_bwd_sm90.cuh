@@ -69,6 +69,7 @@
 #include <stdint.h>
 
 #include "kernels/cuda/attention/attention_fwd_sm90.cuh"
+#include "kernels/cuda/common/pdl.cuh"
 
 #define CML_ATT90B_BN 128 /* keys per work tile: two consumers of 64 */
 #define CML_ATT90B_THREADS 384
@@ -209,22 +210,6 @@ static __device__ __forceinline__ int cml__att90b_ld_acquire(const int *p) {
 }
 static __device__ __forceinline__ void cml__att90b_red_release(int *p, int v) {
     asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-
-/* Programmatic dependent launch (sm_90): lets the grid launched after this one with
- * cudaLaunchAttributeProgrammaticStreamSerialization be scheduled once every CTA of this grid has
- * executed it (or exited); a no-op when the next launch is a plain one. */
-static __device__ __forceinline__ void cml__att90b_launch_dependents(void) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-/* Waits until the grid this one was programmatically launched after has completed and its memory
- * is visible; returns at once after a plain launch. */
-static __device__ __forceinline__ void cml__att90b_grid_wait(void) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
 }
 
 static __device__ __forceinline__ unsigned long long cml__att90b_globaltimer(void) {
@@ -418,7 +403,7 @@ static __global__ void __launch_bounds__(256, 8)
         unit = WAIT ? cml__att90b_dq_ready<D, BM>(claim, sem, n_units, Sq, n_qt, n_kb, causal, off, &next_unit)
                     : unit + (int)gridDim.x;
     }
-    if (WAIT) cml__att90b_grid_wait();
+    if (WAIT) cml__pdl_wait();
 }
 
 /* ---- main kernel: the three roles ------------------------------------------------------------ */
@@ -710,7 +695,7 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
         cml__mbar_init_fence();
     }
     __syncthreads();
-    cml__att90b_launch_dependents(); /* the convert kernel may be scheduled: see cml__att90b_dq_kernel */
+    cml__pdl_launch_dependents(); /* the convert kernel may be scheduled: see cml__att90b_dq_kernel */
 
     const int wg = threadIdx.x / 128;
     if ((VAR & CML_ATT90B_V_EXITT) && threadIdx.x == 0) p.prof[64 * blockIdx.x + 60] = cml__att90b_globaltimer();

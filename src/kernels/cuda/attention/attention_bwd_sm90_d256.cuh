@@ -272,7 +272,7 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
         cml__mbar_init_fence();
     }
     __syncthreads();
-    cml__att90b_launch_dependents(); /* the convert kernel may be scheduled (attention_bwd_sm90.cuh) */
+    cml__pdl_launch_dependents(); /* the convert kernel may be scheduled (attention_bwd_sm90.cuh) */
     const int wg = threadIdx.x / 128;
     if (wg == 0) {
         cml__regs_dealloc<CML_ATT90B_PRODUCER_REGS>();

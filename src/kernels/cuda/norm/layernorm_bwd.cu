@@ -86,7 +86,7 @@ static __global__ void __launch_bounds__(VEC ? 1024 : 512)
         }
         if (valid) cml__row_store<DT, VEC, E_ROW, true>((T *)dx + off, xv, C, t, G);
     }
-    nb_launch_dependents(); /* the partial-sum kernel may be scheduled: it waits for this grid to end */
+    cml__pdl_launch_dependents(); /* the partial-sum kernel may be scheduled: it waits for this grid to end */
     if (!part) return;      /* uniform across the grid */
     /* Merge the R groups' terms in group order (dgamma, then dbeta through the same buffer). */
     float *out = part + (size_t)blockIdx.x * 2 * C;

@@ -169,7 +169,7 @@ static __global__ void __launch_bounds__(NBL_THREADS, 8 / KW)
 #pragma unroll
         for (int k = 0; k < KW; k++) wx[k] = nx[k], wd[k] = nd[k];
     }
-    nb_launch_dependents(); /* the partial-sum kernel may be scheduled: it waits for this grid to end */
+    cml__pdl_launch_dependents(); /* the partial-sum kernel may be scheduled: it waits for this grid to end */
     if (!part) return;
     /* the partial row: 16-byte aligned (C a multiple of 4, lo of CH, c of V, part 256-byte aligned) */
     float *pg = part + (size_t)q * (LN ? 2 : 1) * (size_t)C + lo;

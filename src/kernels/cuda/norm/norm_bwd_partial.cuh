@@ -17,30 +17,12 @@
 #ifndef CML_KERNELS_CUDA_NORM_NORM_BWD_PARTIAL_CUH
 #define CML_KERNELS_CUDA_NORM_NORM_BWD_PARTIAL_CUH
 
-#include <stdlib.h>
-#include <string.h>
-
 #include "kernels/cuda/common/check.cuh"
 #include "kernels/cuda/common/dtype.cuh"
+#include "kernels/cuda/common/pdl.cuh"
 
 #define NBP_COLS 32
 #define NBP_PHASES 8
-
-/* Waits until the grids this one depends on (programmatic launch) are complete and their
- * writes visible; a no-op for a plain launch. */
-static __device__ __forceinline__ void nb_grid_wait(void) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-/* Lets a programmatic dependent launch of the next kernel be scheduled (its blocks still wait
- * in nb_grid_wait for this grid to complete). */
-static __device__ __forceinline__ void nb_launch_dependents(void) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
 
 /* x / C for the first kernels' row means, as one multiply where that is bitwise the same:
  * for C a power of two 1/C is exact, so x * (1/C) rounds the same real number as x / C. Other
@@ -63,7 +45,7 @@ template <int DT, int NOUT>
 static __global__ void __launch_bounds__(NBP_COLS * NBP_PHASES)
     nb_partial_sum_kernel(void *out0, void *out1, float *part, int nb, long long C, bool discard) {
     __shared__ float sm[NOUT][NBP_PHASES][NBP_COLS + 1];
-    nb_grid_wait();
+    cml__pdl_wait();
     const long long c = (long long)blockIdx.x * NBP_COLS + threadIdx.x;
     float a[NOUT];
 #pragma unroll
@@ -96,23 +78,16 @@ static __global__ void __launch_bounds__(NBP_COLS * NBP_PHASES)
     }
 }
 
-/* CML_NORM_BWD_DISCARD=0 (read once) keeps the partial rows in L2 after their sum, for A/B runs. */
+/* CML_NORM_BWD_DISCARD=0 keeps the partial rows in L2 after their sum, CML_NORM_BWD_PDL=0 launches
+ * the partial sum plainly: switches for A/B runs. */
 static inline bool nb_discard_enabled(void) {
-    static int mode = -1;
-    if (mode < 0) {
-        const char *e = getenv("CML_NORM_BWD_DISCARD");
-        mode = e && strcmp(e, "0") == 0 ? 0 : 1;
-    }
-    return mode == 1;
+    static int cache = -1;
+    return cml__env_switch("CML_NORM_BWD_DISCARD", &cache);
 }
 
 static inline bool nb_pdl_enabled(void) {
-    static int mode = -1;
-    if (mode < 0) {
-        const char *e = getenv("CML_NORM_BWD_PDL");
-        mode = e && strcmp(e, "0") == 0 ? 0 : 1;
-    }
-    return mode == 1;
+    static int cache = -1;
+    return cml__env_switch("CML_NORM_BWD_PDL", &cache);
 }
 
 /* Launches the sum of nb partial rows of NOUT outputs on the stream; the launch error, if any. */
@@ -126,16 +101,8 @@ static inline cudaError_t nb_partial_sum_launch(cudaStream_t st, void *out0, voi
         nb_partial_sum_kernel<DT, NOUT><<<grid, block, 0, st>>>(out0, out1, part, nb, C, discard);
         return cudaGetLastError();
     }
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = dim3(grid);
-    cfg.blockDim = block;
-    cfg.stream = st;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = cml__pdl_config(dim3(grid), block, st, &attr);
     return cudaLaunchKernelEx(&cfg, nb_partial_sum_kernel<DT, NOUT>, out0, out1, part, nb, C, discard);
 }
 

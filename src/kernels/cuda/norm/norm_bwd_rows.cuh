@@ -29,9 +29,6 @@
 #ifndef CML_KERNELS_CUDA_NORM_NORM_BWD_ROWS_CUH
 #define CML_KERNELS_CUDA_NORM_NORM_BWD_ROWS_CUH
 
-#include <stdlib.h>
-#include <string.h>
-
 #include "kernels/cuda/common/rows.cuh"
 #include "kernels/cuda/norm/norm_bwd_partial.cuh"
 
@@ -176,7 +173,7 @@ static __global__ void __launch_bounds__(NBR_THREADS, 1)
         if (mine) cml__st16((T *)dx + off, cml__pack16_fast<DT>(o));
         wx = nx, wd = nd, m = nm, r = nr;
     }
-    nb_launch_dependents(); /* the partial-sum kernel may be scheduled: it waits for this grid to end */
+    cml__pdl_launch_dependents(); /* the partial-sum kernel may be scheduled: it waits for this grid to end */
     if (!part) return;      /* uniform across the grid */
     float *out = part + (size_t)blockIdx.x * (LN ? 2 : 1) * (size_t)C;
     if (LN) { /* dbeta: the groups' terms in group order, straight from the accumulators */
@@ -206,13 +203,10 @@ static __global__ void __launch_bounds__(NBR_THREADS, 1)
     }
 }
 
+/* CML_NORM_BWD_ROWS=0: never the register-row kernel (A/B runs). */
 static inline bool nbr_enabled(void) {
-    static int mode = -1;
-    if (mode < 0) {
-        const char *e = getenv("CML_NORM_BWD_ROWS");
-        mode = e && strcmp(e, "0") == 0 ? 0 : 1;
-    }
-    return mode == 1;
+    static int cache = -1;
+    return cml__env_switch("CML_NORM_BWD_ROWS", &cache);
 }
 
 /* Host: the kernel instance for groups of G threads (G constant from a warp up). */

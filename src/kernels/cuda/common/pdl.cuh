@@ -1,0 +1,55 @@
+/* Programmatic dependent launch (sm_90): a kernel launched with
+ * cudaLaunchAttributeProgrammaticStreamSerialization (cml__pdl_config) may be scheduled before
+ * the kernel ahead of it on the stream has finished: once every CTA of that one has executed
+ * cml__pdl_launch_dependents (or exited). Its blocks then start on SMs the first kernel's tail
+ * leaves idle and must wait (cml__pdl_wait) before they read what the first one writes; after
+ * a plain launch both calls are no-ops. Used where a small kernel follows a big one whose tail
+ * idles most SMs: the norm backward's partial sum, the attention backward's dQ conversion. */
+#ifndef CML_KERNELS_CUDA_COMMON_PDL_CUH
+#define CML_KERNELS_CUDA_COMMON_PDL_CUH
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+/* Waits until the grid this one was launched after has completed and its writes are visible. */
+static __device__ __forceinline__ void cml__pdl_wait(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* Lets the grid launched after this one be scheduled (it still waits in cml__pdl_wait for this
+ * grid to complete before reading its results). */
+static __device__ __forceinline__ void cml__pdl_launch_dependents(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/* The configuration of a programmatic dependent launch on st, for cudaLaunchKernelEx; attr is
+ * the caller's, alive until the launch. */
+static inline cudaLaunchConfig_t cml__pdl_config(dim3 grid, dim3 block, cudaStream_t st, cudaLaunchAttribute *attr) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.stream = st;
+    attr->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr->val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cfg;
+}
+
+/* An on/off switch for A/B runs: false only when the environment variable `name` is "0"; read
+ * once into *cache (a static int of the caller's, -1 before). */
+static inline bool cml__env_switch(const char *name, int *cache) {
+    if (*cache < 0) {
+        const char *e = getenv(name);
+        *cache = e && strcmp(e, "0") == 0 ? 0 : 1;
+    }
+    return *cache == 1;
+}
+
+#endif
