@@ -18,17 +18,7 @@ grep -q CML_ATT90B_V_DQHALVES src/kernels/cuda/attention/attention_bwd_sm90.cuh 
 mkdir -p /tmp/x build-att
 B=${B:-build-h7b-gpu}
 DEADLINE=${DEADLINE:-300}
-left() { echo $((DEADLINE - SECONDS)); }
-step() { # step NAME MAX_SECONDS CMD...: runs CMD under min(MAX, time left), logs to /tmp/x/NAME.txt
-  local name=$1 max=$2 t
-  shift 2
-  t=$(left)
-  [ $t -gt $max ] && t=$max
-  if [ $t -lt 10 ]; then echo "skipped (deadline)" > /tmp/x/$name.txt; return; fi
-  timeout $t "$@" > /tmp/x/$name.txt 2>&1
-  echo "$name rc=$? (${t}s limit, at ${SECONDS}s)" >> /tmp/x/$name.txt
-  tar czf $OUT/logs.tgz -C /tmp/x . 2>/dev/null
-}
+. "$(dirname "$0")/steps.sh"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,driver_version --format=csv > /tmp/x/gpu.txt 2>&1
 F=src/kernels/cuda/attention/attention_bwd_sm90.cu
 sed -i 's/HALVES = 1, VAR = CML_ATT90B_V_EARLYREL };/HALVES = 1, VAR = CML_ATT90B_V_EARLYREL | CML_ATT90B_V_DQHALVES };/' $F

@@ -26,17 +26,7 @@ B=${B:-/tmp/bnew}
 OB=${OB:-/tmp/bold}
 OLD=${OLD:-/tmp/o}
 DEADLINE=${DEADLINE:-380}
-left() { echo $((DEADLINE - SECONDS)); }
-step() { # step NAME MAX_SECONDS CMD...: runs CMD under min(MAX, time left), logs to /tmp/x/NAME.txt
-  local name=$1 max=$2 t
-  shift 2
-  t=$(left)
-  [ $t -gt $max ] && t=$max
-  if [ $t -lt 10 ]; then echo "skipped (deadline)" > /tmp/x/$name.txt; return; fi
-  timeout $t "$@" > /tmp/x/$name.txt 2>&1
-  echo "$name rc=$? (${t}s limit, at ${SECONDS}s)" >> /tmp/x/$name.txt
-  tar czf $OUT/logs.tgz -C /tmp/x . 2>/dev/null
-}
+. "$(dirname "$0")/steps.sh"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,driver_version,temperature.gpu --format=csv > /tmp/x/gpu.txt 2>&1
 (cmake -S . -B $B -G Ninja -DCML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DCML_WERROR=ON > /tmp/x/cmake.txt 2>&1 &&
   nice -n 10 timeout 250 ninja -C $B -j10 camel_shared test_gpu_attention_bwd90 test_gpu_attention > /tmp/x/build.txt 2>&1

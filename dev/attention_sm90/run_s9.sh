@@ -19,17 +19,7 @@
 # (tarred into $OUT/logs.tgz after every step); a summary last.
 mkdir -p /tmp/x build-att
 DEADLINE=${DEADLINE:-300}
-left() { echo $((DEADLINE - SECONDS)); }
-step() { # step NAME MAX_SECONDS CMD...: runs CMD under min(MAX, time left), logs to /tmp/x/NAME.txt
-  local name=$1 max=$2 t
-  shift 2
-  t=$(left)
-  [ $t -gt $max ] && t=$max
-  if [ $t -lt 10 ]; then echo "skipped (deadline)" > /tmp/x/$name.txt; return; fi
-  timeout $t "$@" > /tmp/x/$name.txt 2>&1
-  echo "$name rc=$? (${t}s limit, at ${SECONDS}s)" >> /tmp/x/$name.txt
-  tar czf $OUT/logs.tgz -C /tmp/x . 2>/dev/null
-}
+. "$(dirname "$0")/steps.sh"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,driver_version,temperature.gpu --format=csv > /tmp/x/gpu.txt 2>&1
 NVF="-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Isrc -Xptxas=-v"
 timeout 170 nvcc $NVF -DHD=128 dev/attention_sm90/bwd_harness.cu -lcuda -o build-att/s9_128 > /tmp/x/nvcc128.txt 2>&1 &
