@@ -10,16 +10,8 @@
 mkdir -p /tmp/x build-att
 B=${B:-build-h7a-gpu}
 DEADLINE=${DEADLINE:-380}
-left() { echo $((DEADLINE - SECONDS)); }
-step() { # step NAME MAX_SECONDS CMD...: runs CMD under min(MAX, time left), logs to /tmp/x/NAME.txt
-  local name=$1 max=$2 t
-  shift 2
-  t=$(left)
-  [ $t -gt $max ] && t=$max
-  if [ $t -lt 15 ]; then echo "skipped (deadline)" > /tmp/x/$name.txt; return; fi
-  timeout $t "$@" > /tmp/x/$name.txt 2>&1
-  echo "$name rc=$? (${t}s limit, at ${SECONDS}s)" >> /tmp/x/$name.txt
-}
+STEP_MIN=15
+. "$(dirname "$0")/steps.sh"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,driver_version --format=csv > /tmp/x/gpu.txt 2>&1
 if [ "${LIB:-1}" = 1 ]; then
   (cmake -S . -B $B -G Ninja -DCML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DCML_WERROR=ON > /tmp/x/cmake.txt 2>&1 &&
