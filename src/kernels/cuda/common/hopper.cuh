@@ -27,19 +27,25 @@ static __device__ __forceinline__ void cml__mbar_init_fence(void) {
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 
-/* One arrival that also announces `bytes` of TMA traffic the phase must wait for. */
+/* One arrival that also announces `bytes` of TMA traffic the phase must wait for. The _at forms
+ * of this and the wrappers below take the 32-bit shared address itself, so that a loop can
+ * compute it once instead of converting a generic pointer on every use. */
+static __device__ __forceinline__ void cml__mbar_arrive_expect_tx_at(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
 static __device__ __forceinline__ void cml__mbar_arrive_expect_tx(uint64_t *bar, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(cml__smem_addr(bar)), "r"(bytes)
-                 : "memory");
+    cml__mbar_arrive_expect_tx_at(cml__smem_addr(bar), bytes);
 }
 
 static __device__ __forceinline__ void cml__mbar_arrive(uint64_t *bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(cml__smem_addr(bar)) : "memory");
 }
 
-/* Waits until the barrier's phase with the given parity (0 or 1) has completed. */
-static __device__ __forceinline__ void cml__mbar_wait(uint64_t *bar, uint32_t parity) {
-    uint32_t addr = cml__smem_addr(bar), done;
+/* Waits until the barrier's phase with the given parity (0 or 1) has completed. A barrier
+ * still in its first phase counts its (never run) previous phase, parity 1, as completed:
+ * waiting for parity 1 on a fresh barrier returns at once (PTX ISA, mbarrier.test_wait). */
+static __device__ __forceinline__ void cml__mbar_wait_at(uint32_t addr, uint32_t parity) {
+    uint32_t done;
     do {
         asm volatile(
             "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
@@ -47,6 +53,18 @@ static __device__ __forceinline__ void cml__mbar_wait(uint64_t *bar, uint32_t pa
             : "r"(addr), "r"(parity)
             : "memory");
     } while (!done);
+}
+static __device__ __forceinline__ void cml__mbar_wait(uint64_t *bar, uint32_t parity) {
+    cml__mbar_wait_at(cml__smem_addr(bar), parity);
+}
+
+/* True in exactly one lane (the lowest active) of the warp; every lane of the warp must call it.
+ * ptxas then knows that code under it runs in one lane: a TMA issued there needs no loop over
+ * the active lanes (with `threadIdx.x == 0` it emits one around every cp.async.bulk.tensor). */
+static __device__ __forceinline__ bool cml__elect_one(void) {
+    uint32_t pred;
+    asm volatile("{\n.reg .pred p;\nelect.sync _|p, 0xffffffff;\nselp.u32 %0, 1, 0, p;\n}\n" : "=r"(pred));
+    return pred != 0;
 }
 
 /* ---- clusters ------------------------------------------------------------------------------ */
@@ -75,24 +93,33 @@ static __device__ __forceinline__ void cml__mbar_arrive_cluster(uint64_t *bar, u
 /* ---- TMA: bulk tensor copies global -> shared, completing on an mbarrier --------------- */
 
 /* Loads the box at coordinates (c0 innermost, c1, c2) of the tensor map into dst. */
-static __device__ __forceinline__ void cml__tma_load_3d(void *dst, const CUtensorMap *map, uint64_t *bar, int c0,
-                                                        int c1, int c2) {
+static __device__ __forceinline__ void cml__tma_load_3d_at(uint32_t dst, const CUtensorMap *map, uint32_t bar, int c0,
+                                                           int c1, int c2) {
     asm volatile(
         "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];" ::
-            "r"(cml__smem_addr(dst)),
-        "l"((uint64_t)map), "r"(cml__smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2)
+            "r"(dst),
+        "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
         : "memory");
+}
+static __device__ __forceinline__ void cml__tma_load_3d(void *dst, const CUtensorMap *map, uint64_t *bar, int c0,
+                                                        int c1, int c2) {
+    cml__tma_load_3d_at(cml__smem_addr(dst), map, cml__smem_addr(bar), c0, c1, c2);
 }
 
 /* The same, delivered to the same shared-memory offset (and barrier) of every CTA of the
  * cluster named in cta_mask (bit i = cluster rank i). */
-static __device__ __forceinline__ void cml__tma_load_3d_multicast(void *dst, const CUtensorMap *map, uint64_t *bar,
-                                                                  int c0, int c1, int c2, uint16_t cta_mask) {
+static __device__ __forceinline__ void cml__tma_load_3d_multicast_at(uint32_t dst, const CUtensorMap *map,
+                                                                     uint32_t bar, int c0, int c1, int c2,
+                                                                     uint16_t cta_mask) {
     asm volatile(
         "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
-        " [%0], [%1, {%3, %4, %5}], [%2], %6;" ::"r"(cml__smem_addr(dst)),
-        "l"((uint64_t)map), "r"(cml__smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "h"(cta_mask)
+        " [%0], [%1, {%3, %4, %5}], [%2], %6;" ::"r"(dst),
+        "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "h"(cta_mask)
         : "memory");
+}
+static __device__ __forceinline__ void cml__tma_load_3d_multicast(void *dst, const CUtensorMap *map, uint64_t *bar,
+                                                                  int c0, int c1, int c2, uint16_t cta_mask) {
+    cml__tma_load_3d_multicast_at(cml__smem_addr(dst), map, cml__smem_addr(bar), c0, c1, c2, cta_mask);
 }
 
 /* ---- TMA stores: shared -> global, tracked by bulk async-groups of the issuing thread ---- */

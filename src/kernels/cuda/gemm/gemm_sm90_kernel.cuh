@@ -38,6 +38,14 @@
 #define CML_SM90_DEV_EPI 0
 #endif
 
+/* Dev builds only (dev/gemm_sm90/harness.cu, README "Session 8, part 3") set CML_SM90_DEV_PRODUCER_SPIN to N > 0:
+ * the producer then spins N clocks after each empty-barrier wait, before it issues the stage's
+ * loads, to measure how much issue latency the main loop hides (the producer's headroom). The
+ * library is built with 0 (compiled out). */
+#ifndef CML_SM90_DEV_PRODUCER_SPIN
+#define CML_SM90_DEV_PRODUCER_SPIN 0
+#endif
+
 #define CML_SM90_BM 128      /* tile rows: two consumer warpgroups of 64 */
 #define CML_SM90_THREADS 384 /* producer + two consumers */
 #define CML_SM90_ROW_BYTES 128
@@ -448,12 +456,26 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup == 0) {
         cml__regs_dealloc<CML_SM90_PRODUCER_REGS>();
-        if (threadIdx.x == 0) {
+        /* one lane of warp 0 issues every load; elected rather than `threadIdx.x == 0` so that
+         * ptxas knows only one lane runs the TMAs (cml__elect_one) */
+        if (threadIdx.x < 32 && cml__elect_one()) {
             if (!prob.n_groups) {
                 cml__tma_prefetch_map(&map_a);
                 cml__tma_prefetch_map(&map_b);
             }
-            int it = 0, g = 0, acquired = -1;
+            /* the k-block path is the producer's throughput limit on the narrow TN tiles
+             * (dev/gemm_sm90/README.md, "the TN producer"): 32-bit shared addresses computed
+             * here once, and the ring position (stage s, the parity of empty[s]'s phase to wait
+             * for) wrapped by compare instead of it % STAGES and it / STAGES. The loads, the
+             * layout and the barriers are the same as the consumers expect. */
+            const uint32_t full0 = cml__smem_addr(full), empty0 = cml__smem_addr(empty);
+            const uint32_t a0 = cml__smem_addr(stage_a), b0 = cml__smem_addr(stage_b);
+            const uint32_t block_bytes = elems_per_row * CML_SM90_ROW_BYTES; /* one 64-column block */
+            /* round r of a stage waits for the consumers' release of round r - 1, parity (r - 1) & 1;
+             * round 0 waits for parity 1, which a fresh barrier reports done at once */
+            int s = 0;
+            uint32_t parity = 1;
+            int g = 0, acquired = -1;
             for (int tile = first; tile < total; tile += step) {
                 int tm, tn, b, k_first, k_blocks;
                 cml__sm90_locate(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
@@ -467,33 +489,42 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                 }
                 const int m0 = (tm * CLUSTER + rank) * BM, n0 = tn * BN;
                 const int ba = prob.a_batch_fixed ? 0 : b, bb = prob.b_batch_fixed ? 0 : b;
-                for (int kb = 0; kb < k_blocks; kb++, it++) {
-                    const int s = it % STAGES, round = it / STAGES;
-                    if (round > 0) cml__mbar_wait(&empty[s], (round - 1) & 1);
-                    cml__mbar_arrive_expect_tx(&full[s], smem_t::a_bytes + smem_t::b_bytes);
-                    const int k0 = (k_first + kb) * elems_per_row;
-                    uint8_t *sa = stage_a + s * smem_t::a_bytes, *sb = stage_b + s * smem_t::b_bytes;
+                int k0 = k_first * elems_per_row;
+                for (int kb = 0; kb < k_blocks; kb++, k0 += elems_per_row) {
+                    const uint32_t fb = full0 + 8 * s;
+                    cml__mbar_wait_at(empty0 + 8 * s, parity);
+#if CML_SM90_DEV_PRODUCER_SPIN > 0 /* dev builds only: producer headroom sweep (E1) */
+                    for (const long long t0 = clock64(); clock64() - t0 < CML_SM90_DEV_PRODUCER_SPIN;) {
+                    }
+#endif
+                    cml__mbar_arrive_expect_tx_at(fb, smem_t::a_bytes + smem_t::b_bytes);
+                    const uint32_t sa = a0 + s * smem_t::a_bytes, sb = b0 + s * smem_t::b_bytes;
                     if (TRANS_A) { /* A stored K x M: 64-column blocks of elems_per_row K rows */
+#pragma unroll
                         for (int j = 0; j < BM / 64; j++)
-                            cml__tma_load_3d(sa + j * elems_per_row * CML_SM90_ROW_BYTES, ma, &full[s],
-                                             m0 + 64 * j, k0, ba);
+                            cml__tma_load_3d_at(sa + j * block_bytes, ma, fb, m0 + 64 * j, k0, ba);
                     } else {
-                        cml__tma_load_3d(sa, ma, &full[s], k0, m0, ba);
+                        cml__tma_load_3d_at(sa, ma, fb, k0, m0, ba);
                     }
                     if (TRANS_B) { /* B stored K x N (op N): N-major 64-column blocks, shared round-robin */
-                        for (int j = rank; j < BN / 64; j += CLUSTER) {
-                            uint8_t *dst = sb + j * elems_per_row * CML_SM90_ROW_BYTES;
+#pragma unroll
+                        for (int j = 0; j < BN / 64; j++) {
+                            if (j % CLUSTER != rank) continue;
                             if (CLUSTER > 1)
-                                cml__tma_load_3d_multicast(dst, mb, &full[s], n0 + 64 * j, k0, bb,
-                                                           (1u << CLUSTER) - 1);
-                            else cml__tma_load_3d(dst, mb, &full[s], n0 + 64 * j, k0, bb);
+                                cml__tma_load_3d_multicast_at(sb + j * block_bytes, mb, fb, n0 + 64 * j, k0, bb,
+                                                              (1u << CLUSTER) - 1);
+                            else cml__tma_load_3d_at(sb + j * block_bytes, mb, fb, n0 + 64 * j, k0, bb);
                         }
                     } else if (CLUSTER > 1) { /* K-major: this CTA's share of the B rows */
                         const int rows = BN / CLUSTER;
-                        cml__tma_load_3d_multicast(sb + rank * rows * CML_SM90_ROW_BYTES, mb, &full[s], k0,
-                                                   n0 + rank * rows, bb, (1u << CLUSTER) - 1);
+                        cml__tma_load_3d_multicast_at(sb + rank * rows * CML_SM90_ROW_BYTES, mb, fb, k0,
+                                                      n0 + rank * rows, bb, (1u << CLUSTER) - 1);
                     } else {
-                        cml__tma_load_3d(sb, mb, &full[s], k0, n0, bb);
+                        cml__tma_load_3d_at(sb, mb, fb, k0, n0, bb);
+                    }
+                    if (++s == STAGES) {
+                        s = 0;
+                        parity ^= 1;
                     }
                 }
             }
