@@ -125,16 +125,17 @@ typedef struct variant {
 #define LIB_ST 2
 #define LIB_NDQ 2
 #endif
-/* Session 8, part 2 (README): the library's main kernel with the convert kernel launched plainly
- * and as a programmatic dependent launch, three times each in turns (the cvt field; part 1's list
- * ran the library's kernel three times); hgroup 0 = the library's tile order. SET=1: with EXITT (CTA start / exit times: the idle tail,
- * plan candidate 3's measurement); SET=2: with PROF (phase profile). The session's candidates
+/* Session 8, part 3 (README): the library's main kernel and the DIET variant, three times each in
+ * turns, then DECODE, NOMASK, DESC, STSM alone (part 2's list, the convert launched plainly and as
+ * a programmatic dependent launch by the cvt field, is in git history); hgroup 0 = the library's
+ * tile order. SET=1: with EXITT (CTA start / exit times: the idle tail, plan candidate 3's
+ * measurement); SET=2: with PROF (phase profile; lib and diet). The session's candidates
  * (FUSEDQ, QDWARP) and their lists are in s8_fusedq.patch; earlier lists in git history (session
  * 7: 475ee1f, c48252a). REPS=n: medians of n. */
 #if HD == 128
-enum { LIBV = CML_ATT90B_V_EARLYREL };
+enum { LIBV = CML_ATT90B_V_EARLYREL | CML_ATT90B_V_DIET }; /* the library's VAR (attention_bwd_sm90.cu) */
 #else
-enum { LIBV = 0 };
+enum { LIBV = CML_ATT90B_V_DIET };
 #endif
 static const variant VARIANTS[] = {
 #if SET == 1
@@ -143,17 +144,24 @@ static const variant VARIANTS[] = {
 #elif SET == 2
     {"lib", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0},
     {"lib prof", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_PROF>, 0, 1, 0, 0},
+    {"diet prof", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_DIET | CML_ATT90B_V_PROF>, 0, 1, 0, 0},
 #else
-    /* session 8, part 2: the convert kernel as a plain launch (as the library had it) and as a
-     * programmatic dependent launch, in turns; "lib" (the harness's own convert launch) is the
-     * bitwise reference */
+    /* session 8, part 3: the consumer step's instruction diet (DIET = DECODE | NOMASK | DESC | STSM)
+     * against the library's kernel, three times each in turns, then each piece alone once
+     * (attribution); all with the harness's own convert launch (the main kernel timed alone). Part
+     * 2's plain / pdl list is in git history (run_s8c.sh). */
     {"lib", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0, 0},
-    {"plain", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0, 1},
-    {"pdl", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0, 2},
-    {"plain (2)", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0, 1},
-    {"pdl (2)", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0, 2},
-    {"plain (3)", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0, 1},
-    {"pdl (3)", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0, 2},
+    {"diet", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_DIET>, 0, 0, 0, 0, 0},
+    {"lib (2)", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0, 0},
+    {"diet (2)", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_DIET>, 0, 0, 0, 0, 0},
+    {"lib (3)", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0, 0},
+    {"diet (3)", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_DIET>, 0, 0, 0, 0, 0},
+#if HD == 128 /* (at D = 64 ptxas spills 4-8 bytes in DECODE or STSM alone; DIET spills nothing) */
+    {"decode", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_DECODE>, 0, 0, 0, 0, 0},
+    {"nomask", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_NOMASK>, 0, 0, 0, 0, 0},
+    {"desc", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_DESC>, 0, 0, 0, 0, 0},
+    {"stsm", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_STSM>, 0, 0, 0, 0, 0},
+#endif
 #endif
 };
 enum { N_VARIANTS = sizeof VARIANTS / sizeof VARIANTS[0] };

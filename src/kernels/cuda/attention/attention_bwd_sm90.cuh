@@ -102,12 +102,27 @@ typedef struct cml__att90b_params {
  *              hand-off), except on a tile's last step (K, V stay until its own dQ product);
  *   EXITT:     (session 8) %globaltimer at CTA start and at each consumer's exit into
  *              p.prof[64 blockIdx + 60 .. 62]: how long SMs idle in the kernel's tail.
+ *   DECODE, NOMASK, DESC, STSM (session 8, part 3: the consumer step's "instruction diet", DIET =
+ *              all four; same products, same bits): DECODE, the producer hands each step
+ *              {semaphore index, j0, m, flags | mask} over (no runtime division in the
+ *              consumers' step; (b, hk) decoded once a tile, at its end); NOMASK, the P / dS math in an unmasked copy and a masked one,
+ *              chosen by the step's uniform mask flag; DESC, each wgmma descriptor's low word built
+ *              once per operand base and advanced by a constant (shared addresses < 2^18: the
+ *              14-bit start field never carries, so the descriptors are the same); STSM, dS^T
+ *              stored by stmatrix.x4 (the accumulator layout is stmatrix's: same bytes, same place).
  * Session 8 also measured the dQ conversion fused into the dQ writers (FUSEDQ) and a per-warp
  * stage release (QDWARP): both slower, kept as dev/attention_sm90/s8_fusedq.patch.
  * Session 7 also measured FlashAttention-3's intra-warpgroup overlap (S^T and dP^T as two groups,
  * the deferred dQ product first) and no ping-pong as variants here: none was faster
  * (dev/attention_sm90/README.md, session 7; their code is in git history at 475ee1f). */
 enum { CML_ATT90B_V_PROF = 1, CML_ATT90B_V_UNORDERED = 2, CML_ATT90B_V_EARLYREL = 32, CML_ATT90B_V_EXITT = 256 };
+enum {
+    CML_ATT90B_V_DECODE = 512,
+    CML_ATT90B_V_NOMASK = 1024,
+    CML_ATT90B_V_DESC = 2048,
+    CML_ATT90B_V_STSM = 4096,
+    CML_ATT90B_V_DIET = CML_ATT90B_V_DECODE | CML_ATT90B_V_NOMASK | CML_ATT90B_V_DESC | CML_ATT90B_V_STSM
+};
 
 /* Phase timer (VAR & PROF): lap(slot) adds the cycles since the last lap to counter slot. */
 template <int VAR>
@@ -157,6 +172,8 @@ struct cml__att90b_smem {
 
 /* Step flags in a step description (int4 {tile, h, m, flags}). */
 enum { CML_ATT90B_FIRST = 1, CML_ATT90B_LAST = 2 };
+/* VAR & DECODE: the description is {semaphore index, j0, m, flags | MASK (the step needs the mask)} */
+enum { CML_ATT90B_MASK = 4 };
 
 /* Work tile -> (key block n, kv head g = b H_kv + hk). The kv heads go in groups of
  * 2^p.hshift (a divisor of B H_kv); inside a group the tiles are numbered key block major,
@@ -452,7 +469,13 @@ static __device__ __forceinline__ void cml__att90b_produce(const CUtensorMap *ma
                 if (it >= ST) cml__mbar_wait(&qd_empty[s], (it / ST - 1) & 1); /* step it - ST is done with it */
                 pf.lap(57);
                 if (h == h_end - 1 && m == p.n_qt - 1) flags |= CML_ATT90B_LAST;
-                meta[s] = make_int4(g * p.n_kb + p.n_kb - 1 - n, h, m, flags);
+                if (VAR & CML_ATT90B_V_DECODE) { /* the consumers' decode, done here (off their chain) */
+                    const int idx = (b * p.Hq + h) * p.n_qt + m, i0 = m * BM, off = p.Sk - p.Sq;
+                    const bool mask = j0 + BN > p.Sk || (p.causal && i0 < j0 + BN - 1 - off);
+                    meta[s] = make_int4(idx, j0, m, flags | (mask ? CML_ATT90B_MASK : 0));
+                } else {
+                    meta[s] = make_int4(g * p.n_kb + p.n_kb - 1 - n, h, m, flags);
+                }
                 flags = 0;
                 const int row = ((b * p.Hq + h) * p.n_qt + m) * BM; /* < 2^31: checked on the host */
                 cml__mbar_arrive_expect_tx(&q_full[s], sm::qd_bytes + BM * 4); /* also publishes meta[s] */
@@ -553,9 +576,51 @@ static __device__ __forceinline__ void cml__att90b_mma_dq(float *acc, uint32_t a
     }
 }
 
+/* VAR & DESC: a wgmma descriptor's low word (start address >> 4 | leading byte offset >> 4 << 16) for
+ * an operand base, and the descriptor of base + off from it: the bits of cml__wgmma_desc(base + off,
+ * lbo, 1024), since base + off < 2^18 (a shared address) never carries out of the 14-bit start
+ * field. The per-wgmma work becomes one add of a constant (the high word is a constant). */
+static __device__ __forceinline__ uint32_t cml__att90b_desc_lo(uint32_t addr, uint32_t lbo) {
+    return (uint32_t)cml__wgmma_desc(addr, lbo, 1024);
+}
+static __device__ __forceinline__ uint64_t cml__att90b_desc_at(uint32_t lo, uint32_t off) {
+    return (cml__wgmma_desc(0, 0, 1024) & 0xFFFFFFFF00000000ull) | (uint64_t)(lo + (off >> 4));
+}
+
+/* cml__att90b_mma_nt, _rs, _dq with prebuilt low words (VAR & DESC): a_lo, b_lo from
+ * cml__att90b_desc_lo of the same base addresses, leading byte offsets 16 (nt), BM 128 (rs), BN 128
+ * (dq); the same wgmmas on the same descriptors. */
+template <int DT, int D, int N, int A_ROWS>
+static __device__ __forceinline__ void cml__att90b_mma_nt_lo(float *acc, uint32_t a_lo, uint32_t b_lo) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        const uint32_t in_block = (kk % 4) * 32;
+        const uint64_t da = cml__att90b_desc_at(a_lo, (kk / 4) * A_ROWS * 128 + in_block);
+        const uint64_t db = cml__att90b_desc_at(b_lo, (kk / 4) * N * 128 + in_block);
+        cml__att90_mma_ss<DT, N>(acc, da, db, kk > 0);
+    }
+}
+template <int DT, int D, int BM>
+static __device__ __forceinline__ void cml__att90b_mma_rs_lo(float *acc, const uint32_t *a, uint32_t b_lo) {
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; kk++) {
+        const uint32_t ak[4] = {a[4 * kk], a[4 * kk + 1], a[4 * kk + 2], a[4 * kk + 3]};
+        cml__att90_mma_rs<DT, D>(acc, ak, cml__att90b_desc_at(b_lo, kk * 16 * 128));
+    }
+}
+template <int DT>
+static __device__ __forceinline__ void cml__att90b_mma_dq_lo(float *acc, uint32_t a_lo, uint32_t b_lo) {
+#pragma unroll
+    for (int kk = 0; kk < CML_ATT90B_BN / 16; kk++) {
+        const uint64_t da = cml__att90b_desc_at(a_lo, kk * 16 * 128), db = cml__att90b_desc_at(b_lo, kk * 16 * 128);
+        if (DT == CML_ATT90_BF16) cml__wgmma_m64n64k16_bf16<1, 1>(acc, da, db, kk > 0);
+        else cml__wgmma_m64n64k16_f16<1, 1>(acc, da, db, kk > 0);
+    }
+}
+
 /* P^T and dS^T from S^T, dP^T (accumulator layout: register 4q + 2r + e is key row r (a or b)
  * of the thread, query column 8q + 2 (lane % 4) + e), as 16-bit A fragments pa, ds. */
-template <int DT, int BM>
+template <int DT, int BM, int MASKED = 2> /* 2: masked where mask says; 0 / 1 (VAR & NOMASK): never / always */
 static __device__ __forceinline__ void cml__att90b_p_ds(uint32_t *pa, uint32_t *ds, float *st, float *dpt,
                                                         const float *lse_s, const float *di_s, bool mask, int key_a,
                                                         int qcol0, int Sk, int causal, int off, float scale_log2) {
@@ -569,7 +634,7 @@ static __device__ __forceinline__ void cml__att90b_p_ds(uint32_t *pa, uint32_t *
             for (int e = 0; e < 2; e++) {
                 const int idx = 4 * q + 2 * r + e;
                 float pv = cml__att90_ex2(fmaf(st[idx], scale_log2, -(e ? l2.y : l2.x)));
-                if (mask) {
+                if (MASKED == 2 ? mask : MASKED == 1) {
                     /* positions relative to the query tile's first row i0 (key_a and Sk come shifted) */
                     const int key = key_a + 8 * r, qi = col + e;
                     if (key >= Sk || (causal && key > qi + off)) pv = 0.0f;
@@ -594,6 +659,25 @@ static __device__ __forceinline__ void cml__att90b_store_ds(uint8_t *dsb, const 
         const int chunk = ((q % 8) ^ (key_loc % 8)) * 16 + (lane % 4) * 4;
         *(uint32_t *)(blk + key_loc * 128 + chunk) = ds[2 * q];
         *(uint32_t *)(blk + (key_loc + 8) * 128 + chunk) = ds[2 * q + 1];
+    }
+}
+
+/* VAR & STSM: the same bytes as cml__att90b_store_ds by stmatrix.x4 (4 per 32 query columns instead of
+ * 16 STS.32). ds[2q], ds[2q + 1] are the 8 x 8 blocks (rows key0 .. key0 + 7 resp. + 8 .. + 15, key0 =
+ * key_loc - lane / 4, columns 8q ..) in stmatrix's fragment layout (row lane / 4, columns 2 (lane % 4),
+ * + 1); lane t gives the row address of block t / 8 of the four (q, q + 1 with q even: one 16-byte
+ * chunk each, the same 128-byte swizzle: chunk (q % 8 + t / 16) ^ (row % 8) = (q % 8) ^ (t / 16 ^ t % 8)). */
+template <int BM>
+static __device__ __forceinline__ void cml__att90b_store_ds_stsm(uint8_t *dsb, const uint32_t *ds, int key_loc, int lane) {
+    const int BN = CML_ATT90B_BN;
+    const uint32_t row = key_loc - lane / 4 + (lane & 15), c = (lane >> 4) ^ (lane & 7);
+    const uint32_t base = cml__smem_addr(dsb) + row * 128;
+#pragma unroll
+    for (int q = 0; q < BM / 8; q += 2) {
+        const uint32_t a = base + (q / 8) * BN * 128 + (((q % 8) ^ c) * 16);
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(a), "r"(ds[2 * q]),
+                     "r"(ds[2 * q + 1]), "r"(ds[2 * q + 2]), "r"(ds[2 * q + 3])
+                     : "memory");
     }
 }
 
@@ -633,6 +717,20 @@ static __device__ __forceinline__ void cml__att90b_dq_issue(float *dq, uint8_t *
                            k_addr + (ncol0 / 64) * BN * 128);
 }
 
+/* cml__att90b_dq_issue with prebuilt descriptor words (VAR & DESC): ds_lo of dS^T buffer 0's block
+ * (mrow0 / 64) (buffer 1 is ds_bytes further), k_lo of K's block (ncol0 / 64), both leading byte
+ * offset BN 128. */
+template <int DT, int D, int BM, int ST, int NDQ>
+static __device__ __forceinline__ void cml__att90b_dq_issue_lo(float *dq, uint8_t *smem, int k, uint32_t ds_lo,
+                                                               uint32_t k_lo) {
+    typedef cml__att90b_smem<D, BM, ST, NDQ> sm;
+    uint64_t *ds_full = (uint64_t *)(smem + sm::off_bar) + 1 + 3 * ST + 2 * NDQ;
+    const int buf = k & 1;
+    cml__mbar_wait(&ds_full[buf], (k >> 1) & 1); /* both consumers' dS^T rows of step k */
+    cml__wgmma_fence();
+    cml__att90b_mma_dq_lo<DT>(dq, ds_lo + buf * (sm::ds_bytes >> 4), k_lo);
+}
+
 /* After the dQ product of step k completed (wgmma_wait): releases dS^T buffer k % 2 and hands the
  * partial to the dQ writers through dQ buffer it_dq % NDQ, with its semaphore index and rank. */
 template <int D, int BM, int ST, int NDQ, int VAR>
@@ -668,6 +766,8 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
     typedef cml__att90b_smem<D, BM, ST, NDQ> sm;
     const int BN = CML_ATT90B_BN;
     const bool EARLYREL = (VAR & CML_ATT90B_V_EARLYREL) != 0;
+    const bool DECODE = (VAR & CML_ATT90B_V_DECODE) != 0, NOMASK = (VAR & CML_ATT90B_V_NOMASK) != 0;
+    const bool DESC = (VAR & CML_ATT90B_V_DESC) != 0, STSM = (VAR & CML_ATT90B_V_STSM) != 0;
     extern __shared__ uint8_t cml__att90b_smem_raw[];
     /* aligned by pointer arithmetic on the __shared__ array (not through an integer), so that the
      * compiler keeps knowing the accesses are shared-memory ones (LDS/STS, not generic) */
@@ -714,6 +814,12 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
         const int4 *meta = (const int4 *)(smem + sm::off_meta);
         int4 *dq_meta = (int4 *)(smem + sm::off_dqmeta);
         const float *lse_all = (const float *)(smem + sm::off_lse), *di_all = (const float *)(smem + sm::off_di);
+        /* VAR & DESC: the descriptor words of the fixed operand bases, once */
+        const uint32_t k_lo = cml__att90b_desc_lo(k_addr + consumer * 64 * 128, 16);
+        const uint32_t v_lo = cml__att90b_desc_lo(v_addr + consumer * 64 * 128, 16);
+        const uint32_t kdq_lo = cml__att90b_desc_lo(k_addr + (cml__att90b_ncol0<D, BM>(consumer) / 64) * BN * 128, BN * 128);
+        const uint32_t ds_lo = cml__att90b_desc_lo(
+            cml__smem_addr(smem + sm::off_ds) + (cml__att90b_mrow0<D, BM>(consumer) / 64) * BN * 128, BN * 128);
         float dk[D / 2], dv[D / 2];
         int tcount = 0, it_dq = 0;
         int prev_idx = -1, prev_rank = 0; /* the deferred dQ product of the last step (same tile), if any */
@@ -741,10 +847,17 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
                 }
                 break;
             }
-            /* the step description carries (g, n) as the head-major tile number g n_kb + n_kb - 1 - n */
-            const int n = p.n_kb - 1 - tile % p.n_kb, g = tile / p.n_kb, b = g / p.Hkv, hk = g % p.Hkv;
-            const int j0 = n * BN, i0 = m * BM;
-            const bool mask = j0 + BN > p.Sk || (p.causal && i0 < j0 + BN - 1 - off);
+            /* the step description carries (g, n) as the head-major tile number g n_kb + n_kb - 1 - n
+             * (VAR & DECODE: {semaphore index, j0, m, flags | mask}, decoded by the producer) */
+            int n = 0, g = 0, b = 0, hk = 0, j0, i0;
+            bool mask;
+            if (DECODE) {
+                j0 = h, i0 = m * BM, mask = (flags & CML_ATT90B_MASK) != 0;
+            } else {
+                n = p.n_kb - 1 - tile % p.n_kb, g = tile / p.n_kb, b = g / p.Hkv, hk = g % p.Hkv;
+                j0 = n * BN, i0 = m * BM;
+                mask = j0 + BN > p.Sk || (p.causal && i0 < j0 + BN - 1 - off);
+            }
             const bool last = (flags & CML_ATT90B_LAST) != 0;
             if (flags & CML_ATT90B_FIRST) {
                 cml__mbar_wait(kv_full, tcount & 1); /* this tile's K, V */
@@ -761,10 +874,12 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
             cml__att90_bar_sync(1 + consumer, 256);
             pf.lap(ps + 2);
             cml__wgmma_fence();
-            cml__att90b_mma_nt<DT, D, BM, BN>(st, k_addr + consumer * 64 * 128, q_addr); /* S^T = K Q^T */
+            if (DESC) cml__att90b_mma_nt_lo<DT, D, BM, BN>(st, k_lo, cml__att90b_desc_lo(q_addr, 16));
+            else cml__att90b_mma_nt<DT, D, BM, BN>(st, k_addr + consumer * 64 * 128, q_addr); /* S^T = K Q^T */
             cml__mbar_wait(&do_full[s], (it / ST) & 1); /* dO, Di */
             pf.lap(ps + 3);
-            cml__att90b_mma_nt<DT, D, BM, BN>(dpt, v_addr + consumer * 64 * 128, do_addr); /* dP^T = V dO^T */
+            if (DESC) cml__att90b_mma_nt_lo<DT, D, BM, BN>(dpt, v_lo, cml__att90b_desc_lo(do_addr, 16));
+            else cml__att90b_mma_nt<DT, D, BM, BN>(dpt, v_addr + consumer * 64 * 128, do_addr); /* dP^T = V dO^T */
             cml__wgmma_commit();
             cml__att90_bar_arrive(2 - consumer, 256);
             pf.lap(ps + 4);
@@ -772,15 +887,23 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
             cml__wgmma_reg_fence<BM / 2>(st);
             cml__wgmma_reg_fence<BM / 2>(dpt);
             pf.lap(ps + 5);
-            cml__att90b_p_ds<DT, BM>(pa, ds, st, dpt, lse_all + s * BM, di_all + s * BM, mask, j0 + key_loc - i0,
-                                     qcol0, p.Sk - i0, p.causal, off, p.scale_log2);
+            if (NOMASK && mask) /* the step's mask flag is warp-uniform (shuffled): no divergence */
+                cml__att90b_p_ds<DT, BM, 1>(pa, ds, st, dpt, lse_all + s * BM, di_all + s * BM, true,
+                                            j0 + key_loc - i0, qcol0, p.Sk - i0, p.causal, off, p.scale_log2);
+            else if (NOMASK)
+                cml__att90b_p_ds<DT, BM, 0>(pa, ds, st, dpt, lse_all + s * BM, di_all + s * BM, false, 0, qcol0, 0, 0,
+                                            0, p.scale_log2);
+            else
+                cml__att90b_p_ds<DT, BM>(pa, ds, st, dpt, lse_all + s * BM, di_all + s * BM, mask, j0 + key_loc - i0,
+                                         qcol0, p.Sk - i0, p.causal, off, p.scale_log2);
             pf.lap(ps + 6);
             /* dS^T of this step into buffer it % 2, once both consumers' dQ products of step it - 2
              * are done with it; then published to both (ds_full) */
             const int buf = it & 1;
             if (it >= 2) cml__mbar_wait(&ds_empty[buf], ((it >> 1) - 1) & 1);
             pf.lap(ps + 7);
-            cml__att90b_store_ds<BM>(smem + sm::off_ds + buf * sm::ds_bytes, ds, key_loc, lane);
+            if (STSM) cml__att90b_store_ds_stsm<BM>(smem + sm::off_ds + buf * sm::ds_bytes, ds, key_loc, lane);
+            else cml__att90b_store_ds<BM>(smem + sm::off_ds + buf * sm::ds_bytes, ds, key_loc, lane);
             cml__fence_proxy_async_smem();
             __syncwarp();
             if (lane == 0) cml__mbar_arrive(&ds_full[buf]);
@@ -792,9 +915,15 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
                 cml__att90_bar_sync(1 + consumer, 256);
                 pf.lap(ps + 9);
                 cml__wgmma_fence();
-                cml__att90b_mma_rs<DT, D, BM>(dv, pa, do_addr); /* dV += P^T dO */
-                cml__att90b_mma_rs<DT, D, BM>(dk, ds, q_addr);  /* dK += dS^T Q */
-                cml__att90b_dq_issue<DT, D, BM, ST, NDQ>(dq, smem, it - 1, consumer, k_addr);
+                if (DESC) {
+                    cml__att90b_mma_rs_lo<DT, D, BM>(dv, pa, cml__att90b_desc_lo(do_addr, BM * 128));
+                    cml__att90b_mma_rs_lo<DT, D, BM>(dk, ds, cml__att90b_desc_lo(q_addr, BM * 128));
+                    cml__att90b_dq_issue_lo<DT, D, BM, ST, NDQ>(dq, smem, it - 1, ds_lo, kdq_lo);
+                } else {
+                    cml__att90b_mma_rs<DT, D, BM>(dv, pa, do_addr); /* dV += P^T dO */
+                    cml__att90b_mma_rs<DT, D, BM>(dk, ds, q_addr);  /* dK += dS^T Q */
+                    cml__att90b_dq_issue<DT, D, BM, ST, NDQ>(dq, smem, it - 1, consumer, k_addr);
+                }
                 cml__wgmma_commit();
                 cml__att90_bar_arrive(2 - consumer, 256);
                 pf.lap(ps + 10);
@@ -808,8 +937,13 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
                 cml__att90_bar_sync(1 + consumer, 256);
                 pf.lap(ps + 9);
                 cml__wgmma_fence();
-                cml__att90b_mma_rs<DT, D, BM>(dv, pa, do_addr);
-                cml__att90b_mma_rs<DT, D, BM>(dk, ds, q_addr);
+                if (DESC) {
+                    cml__att90b_mma_rs_lo<DT, D, BM>(dv, pa, cml__att90b_desc_lo(do_addr, BM * 128));
+                    cml__att90b_mma_rs_lo<DT, D, BM>(dk, ds, cml__att90b_desc_lo(q_addr, BM * 128));
+                } else {
+                    cml__att90b_mma_rs<DT, D, BM>(dv, pa, do_addr);
+                    cml__att90b_mma_rs<DT, D, BM>(dk, ds, q_addr);
+                }
                 cml__wgmma_commit();
                 cml__att90_bar_arrive(2 - consumer, 256);
                 pf.lap(ps + 10);
@@ -817,10 +951,12 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
                 if (EARLYREL && !last) cml__mbar_arrive(&qd_empty[s]);
                 pf.lap(ps + 11);
             }
-            const int idx = (b * p.Hq + h) * p.n_qt + m, rank = cml__att90b_rank<BM>(p, m, n);
+            const int idx = DECODE ? tile : (b * p.Hq + h) * p.n_qt + m;
+            const int rank = cml__att90b_rank<BM>(p, m, DECODE ? j0 / BN : n); /* no runtime division */
             if (last) { /* this step's dQ product too, before K is replaced */
                 float dq2[32];
-                cml__att90b_dq_issue<DT, D, BM, ST, NDQ>(dq2, smem, it, consumer, k_addr);
+                if (DESC) cml__att90b_dq_issue_lo<DT, D, BM, ST, NDQ>(dq2, smem, it, ds_lo, kdq_lo);
+                else cml__att90b_dq_issue<DT, D, BM, ST, NDQ>(dq2, smem, it, consumer, k_addr);
                 cml__wgmma_commit();
                 cml__wgmma_wait<0>();
                 pf.lap(ps + 15);
@@ -836,6 +972,10 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
             /* Q, dO, lse2, Di of stage s are read; so are K, V when this is the tile's last step */
             if (!EARLYREL || last) cml__mbar_arrive(&qd_empty[s]);
             if (last) {
+                if (DECODE) { /* once a tile: (b, hk) of the semaphore index (b Hq + h) n_qt + m, h in group hk */
+                    const int bh = idx / p.n_qt;
+                    b = bh / p.Hq, hk = bh % p.Hq / p.group;
+                }
                 cml__att90b_store_dkv<DT, D>(p, dk, dv, b, hk, j0 + key_loc, qcol0);
                 tcount++;
             }
