@@ -177,10 +177,13 @@ int main(void) {
     if (rc) return rc;
     static const cml_dtype wide[3] = {CML_F32, CML_BF16, CML_F16};
     /* CE forward: every group width of the packed-word kernel (G < 32 at run time, 32 .. 512 with
-     * 4 words a thread, 512 with 8), the streaming kernel and the split path */
+     * 4 words a thread, 512 with 8; bits must not change), the streaming kernel (f32 600x32768,
+     * unaligned 100x1001), the split path of aligned rows (40x262144, 256x65536: new bits, the
+     * new single-kernel split) and of unaligned rows (20x100003: unchanged) */
     static const int64_t ce_shapes[][2] = {{1000, 64},   {777, 200},   {4096, 1024}, {1024, 2048},
-                                           {4096, 4096}, {1024, 8192}, {512, 16384}, {300, 32768},
-                                           {513, 4000},  {40, 262144}, {7, 1000}};
+                                           {4096, 4096}, {1024, 8192}, {512, 16384}, {600, 32768},
+                                           {513, 4000},  {7, 1000},    {100, 1001},  {40, 262144},
+                                           {256, 65536}, {20, 100003}};
     for (int d = 0; d < 3; d++)
         for (size_t s = 0; s < sizeof ce_shapes / sizeof ce_shapes[0]; s++)
             ce_case(wide[d], ce_shapes[s][0], ce_shapes[s][1]);

@@ -6,9 +6,11 @@
  * bf16 classes): the max, then the sum of exps, in fixed-order group
  * reductions; unaligned rows are streamed once with the online (max, sum of
  * exp) update, one rescale per 16-byte word, the group's states merged in a
- * fixed order; a few long rows are split into chunks instead (pass 1 of
- * softmax_common.cuh, then one thread per row merges the chunk states in
- * order). Ignored rows are not read, except in split rows.
+ * fixed order; a few long rows are split into chunks instead: aligned ones in
+ * one kernel of long-lived chunk blocks whose last block per row merges the
+ * chunk states in order (ce_fwd_split.cuh), unaligned ones through pass 1 of
+ * softmax_common.cuh, then one thread per row merging the chunk states in
+ * order. Ignored rows are not read, except in split rows.
  * Backward: dlogits[r] = dloss[r] (softmax(row) - onehot(t)). Rows that fit on
  * chip stay in registers (16-byte aligned rows as packed words: up to 32768
  * f32 / 65536 bf16 classes; others up to 16384 as floats), read once and
@@ -50,6 +52,9 @@ static __device__ __forceinline__ bool cml__ce_empty(float m, float s) { return 
 static __device__ __forceinline__ float ce_loss(float m, float s, float x_t) {
     return cml__ce_empty(m, s) ? INFINITY : (m - x_t) + logf(s);
 }
+
+/* the long-row split forward (uses ce_loss above) */
+#include "kernels/cuda/softmax/ce_fwd_split.cuh"
 
 /* ---- forward ------------------------------------------------------------------------------------ */
 
@@ -446,6 +451,17 @@ static cml_status ce_states(cml_ctx *ctx, size_t bytes, cml__ms **states) {
     return CML_OK;
 }
 
+/* Blocks of the split forward that fit an SM at once. */
+static int ce_split_per_sm(void (*k)(float *, cml__ms *, unsigned *, const void *, const int64_t *, long long, int,
+                                     long long, long long, cml__index_flag)) {
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, CE_SPLIT_THREADS, 0) != cudaSuccess || per_sm < 1) {
+        (void)cudaGetLastError();
+        per_sm = 1;
+    }
+    return per_sm;
+}
+
 static int sm_count(const cml_ctx *ctx) {
     const int s = cml__cuda_sm_count(ctx->device.index);
     return s > 0 ? s : 132;
@@ -461,6 +477,27 @@ static cml_status fwd_launch(cml_ctx *ctx, float *loss, const void *logits, cons
     cml__index_flag bad;
     cml__ms *states = NULL;
     int KW, G, R;
+    /* aligned long rows: one wave of long-lived chunk blocks, finished by each row's last block */
+    const long long nw = n / (16 / (long long)sizeof(typename cml__elem<DT>::type));
+    long long wsplits = 0;
+    if (split && cml__rows_vec_ok(n, sizeof(typename cml__elem<DT>::type), logits, logits, logits)) {
+        static int per_sm; /* cached as cml__cuda_l2_bytes does (no thread-safe statics in libcamel) */
+        if (per_sm == 0) per_sm = ce_split_per_sm(ce_fwd_split_kernel<DT>);
+        wsplits = (long long)sm_count(ctx) * per_sm / rows;
+        if (wsplits > nw / CE_SPLIT_MIN_WORDS) wsplits = nw / CE_SPLIT_MIN_WORDS;
+    }
+    if (wsplits >= 2) {
+        const long long cw = (nw + wsplits - 1) / wsplits;
+        unsigned *arrivals = NULL;
+        CML_TRY(ce_states(ctx, (size_t)(rows * wsplits) * sizeof(cml__ms), &states));
+        CML_TRY(cml__cuda_zeroed(ctx, (size_t)rows * sizeof(unsigned), fn, (void **)&arrivals));
+        CML_TRY(ce_begin(ctx, fn, targets, rows, n, ignore, &bad));
+        const unsigned grid = (unsigned)(rows * wsplits);
+        ce_fwd_split_kernel<DT><<<grid, CE_SPLIT_THREADS, 0, st>>>(loss, states, arrivals, logits, targets, n,
+                                                                  (int)wsplits, cw, ignore, bad);
+        CML_TRY(launched(fn, "ce_fwd_split_kernel", (cml_dtype)DT, rows * n, grid, CE_SPLIT_THREADS));
+        return cml__index_check_end(ctx, fn);
+    }
     if (split) CML_TRY(ce_states(ctx, (size_t)(rows * splits) * sizeof(cml__ms), &states));
     CML_TRY(ce_begin(ctx, fn, targets, rows, n, ignore, &bad));
     if (split) {
