@@ -73,7 +73,7 @@ if [ "$(left)" -gt 40 ]; then
     for v in old new; do
         bin=/tmp/old-bin/camel; [ $v = new ] && bin=$N/apps/camel/camel
         timeout $(( $(left) / 2 > 10 ? $(left) / 2 : 10 )) ncu --clock-control none --kernel-name-base mangled \
-            -k 'regex:convert_scaled_vec_kernelILi3ELi[02]E|ce_fwd_words_kernelILi2E' \
+            -k 'regex:convert_scaled_vec_kernelILi3ELi[02]E|ce_fwd_(words|split)_kernelILi2E|softmax_stats_kernelILi2E' \
             --filter-mode per-launch-config --launch-skip 2 --launch-count 1 --metrics $M --csv \
             $bin bench membound --mode cold --reps 5 --ops cross_entropy,convert_scaled_e4m3,convert_scaled_e4m3_amax \
             >$X/ncu_$v.csv 2>$X/ncu_$v.err
