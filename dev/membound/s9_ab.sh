@@ -24,6 +24,10 @@ stamp() { echo "[$(($(date +%s) - t0)) s] $*" | tee -a $X/stages.txt; }
 left() { echo $((${DEADLINE:-360} - ($(date +%s) - t0))); }
 OPS=${OPS:-cross_entropy,convert_scaled_e4m3,convert_scaled_e4m3_amax,sum}
 TESTS="test_gpu_softmax test_gpu_convert test_gpu_reduce"
+# A/B knobs of the new build (name=value), each benched alone after each new run, fingerprinted
+# once (call 2: CML_DEV_CONVERT_PER_SM=6 / =4, since removed); CHECKS=0 skips tests and sanitizer.
+KNOBS=${KNOBS-""}
+CHECKS=${CHECKS:-1}
 
 tar xzf "$root/$base_tgz" -C /tmp/o
 cp /tmp/w/dev/membound/s9_bits.c /tmp/o/tests/gpu/zz_s9_bits.c
@@ -47,10 +51,13 @@ pack
 N=/tmp/o/b
 (/tmp/old-bin/zz_s9_bits >$X/bits_old.txt 2>&1; echo "rc $?" >>$X/bits_old.txt) &
 (cd $N/tests && ./zz_s9_bits >$X/bits_new.txt 2>&1; echo "rc $?" >>$X/bits_new.txt) &
-for t in $TESTS; do
+for k in $KNOBS; do
+    (cd $N/tests && env $k ./zz_s9_bits >$X/bits_new_$k.txt 2>&1; echo "rc $?" >>$X/bits_new_$k.txt) &
+done
+[ "$CHECKS" = 1 ] && for t in $TESTS; do
     (cd $N/tests && timeout 130 ./$t >$X/$t.log 2>&1; echo "rc $?" >>$X/$t.log) &
 done
-for tt in memcheck:test_gpu_convert racecheck:test_gpu_convert racecheck:test_gpu_reduce; do
+[ "$CHECKS" = 1 ] && for tt in memcheck:test_gpu_convert racecheck:test_gpu_convert racecheck:test_gpu_reduce; do
     tool=${tt%%:*} t=${tt#*:}
     (cd $N/tests && CML_TEST_SANITIZER=1 timeout 130 compute-sanitizer --tool $tool --error-exitcode 99 \
         --report-api-errors no ./$t >$X/san_${tool}_$t.log 2>&1
@@ -65,6 +72,10 @@ for i in 1 2; do
     stamp "bench old $i"
     $N/apps/camel/camel bench membound --ops $OPS >$X/bench_new_$i.txt 2>&1
     stamp "bench new $i"
+    for k in $KNOBS; do
+        env $k $N/apps/camel/camel bench membound --ops $OPS >$X/bench_new_${k}_$i.txt 2>&1
+        stamp "bench new $k $i"
+    done
     pack
 done
 
@@ -75,7 +86,7 @@ if [ "$(left)" -gt 40 ]; then
         timeout $(( $(left) / 2 > 10 ? $(left) / 2 : 10 )) ncu --clock-control none --kernel-name-base mangled \
             -k 'regex:convert_scaled_vec_kernelILi3ELi[02]E|ce_fwd_(words|split)_kernelILi2E|softmax_stats_kernelILi2E' \
             --filter-mode per-launch-config --launch-skip 2 --launch-count 1 --metrics $M --csv \
-            $bin bench membound --mode cold --reps 5 --ops cross_entropy,convert_scaled_e4m3,convert_scaled_e4m3_amax \
+            $bin bench membound --mode cold --reps 20 --ops cross_entropy,convert_scaled_e4m3,convert_scaled_e4m3_amax \
             >$X/ncu_$v.csv 2>$X/ncu_$v.err
         echo "rc $?" >>$X/ncu_$v.err
     done

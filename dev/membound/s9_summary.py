@@ -5,6 +5,7 @@ Bench table (GB/s of old and new, steady and cold, two runs each; new/old = rati
 means), the fingerprint diff, test and sanitizer results, and the ncu counts (thread instructions
 per element = warp instructions x 32 / elements of the launch)."""
 import csv
+import glob
 import os
 import re
 import sys
@@ -27,7 +28,12 @@ def bench(path):
     return out, copy
 
 
-runs = {v: [bench(os.path.join(d, 'bench_%s_%d.txt' % (v, i))) for i in (1, 2)] for v in ('old', 'new')}
+knobs = sorted({re.sub(r'^bench_new_(.*)_\d\.txt$', r'\1', os.path.basename(f))
+                for f in glob.glob(os.path.join(d, 'bench_new_*=*_*.txt'))})
+runs = {v: [bench(os.path.join(d, 'bench_%s_%d.txt' % (v, i))) for i in (1, 2)]
+        for v in ['old', 'new'] + ['new_' + k for k in knobs]}
+print('knob columns: steady / cold GB/s of (new with the knob) over new, run means: ' +
+      ', '.join('k%d %s' % (i, k) for i, k in enumerate(knobs)))
 for v in ('old', 'new'):
     for i, r in enumerate(runs[v]):
         print('%s %d: %s' % (v, i + 1, r[1]))
@@ -40,11 +46,21 @@ for k in keys:
         vals = [runs[v][i][0].get(k, (float('nan'),) * 2)[mode] for v in ('old', 'new') for i in (0, 1)]
         ratio = (vals[2] + vals[3]) / (vals[0] + vals[1]) if vals[0] + vals[1] > 0 else float('nan')
         row += ' | %7.1f %7.1f %7.1f %7.1f %6.3f' % (*vals, ratio)
+    for kn in knobs:
+        r = []
+        for mode in (0, 1):
+            kv = [runs['new_' + kn][i][0].get(k, (float('nan'),) * 2)[mode] for i in (0, 1)]
+            nv = [runs['new'][i][0].get(k, (float('nan'),) * 2)[mode] for i in (0, 1)]
+            r.append(sum(kv) / sum(nv) if sum(nv) > 0 else float('nan'))
+        row += ' | %6.3f %6.3f' % tuple(r)
     print(row)
 
 print('\n== fingerprints old vs new (dev/membound/s9_bits.c)')
 def lines(p):
     return [l.rstrip('\n') for l in open(p)] if os.path.exists(p) else []
+for kn in knobs:
+    a, b = lines(os.path.join(d, 'bits_new.txt')), lines(os.path.join(d, 'bits_new_%s.txt' % kn))
+    print('new vs new with %s: %d / %d lines, %d differ' % (kn, len(a), len(b), sum(x != y for x, y in zip(a, b))))
 o, n = lines(os.path.join(d, 'bits_old.txt')), lines(os.path.join(d, 'bits_new.txt'))
 diff = [(a, b) for a, b in zip(o, n) if a != b]
 print('old %d lines, new %d lines, %d differ; repeat differs: old %d new %d; last lines: %s %s' %

@@ -20,6 +20,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "kernels/cuda/common/block_reduce.cuh"
 #include "kernels/cuda/common/check.cuh"
@@ -277,7 +278,10 @@ static cml_status convert_launch(cml_ctx *ctx, void *y, const void *x, long long
     if (per_sm[ki] == 0) per_sm[ki] = resident_per_sm(k);
     const int sms = cml__cuda_sm_count(ctx->device.index) > 0 ? cml__cuda_sm_count(ctx->device.index) : 132;
     const long long threads = vec ? (n / GROUP > 0 ? n / GROUP : 1) : (n > 0 ? n : 1);
-    const long long want = (threads + BLOCK - 1) / BLOCK, cap = (long long)sms * per_sm[ki];
+    static int dev_cap = -1; /* DEV KNOB (session 9 call 2 only): CML_DEV_CONVERT_PER_SM caps blocks per SM */
+    if (dev_cap < 0) dev_cap = getenv("CML_DEV_CONVERT_PER_SM") ? atoi(getenv("CML_DEV_CONVERT_PER_SM")) : 0;
+    const int ps = dev_cap > 0 && dev_cap < per_sm[ki] ? dev_cap : per_sm[ki];
+    const long long want = (threads + BLOCK - 1) / BLOCK, cap = (long long)sms * ps;
     const unsigned grid = (unsigned)(want < cap ? want : cap);
     amax_out out = {NULL, NULL, amax};
     if (amax) {
