@@ -8,10 +8,11 @@
  *   infinities, NaN of both signs, fp8 subnormals and their rounding ties, f32
  *   subnormals, signed zeros) and random values over 2^-30 .. 2^20, from
  *   f32/f16/bf16, under several scales, one of them negative;
- * over lengths that are not multiples of the 16-element groups (1, 15, 16, 17,
- * 4097, 2^20 + 3), with 16-byte aligned buffers and buffers one element off
- * (the scalar kernel); the scale is read from device memory, or NULL; amax
- * must equal the CPU's exactly (NaN when a NaN is present, 0 when n == 0).
+ * over lengths that are not multiples of the 16-element groups or the 512-element
+ * warp groups (1, 15, 16, 17, 511, 513, 1573, 4097, 2^20 + 3, 9 2^20 + 517), with
+ * 16-byte aligned buffers and buffers one element off (the scalar kernel); the
+ * scale is read from device memory, or NULL; amax must equal the CPU's exactly
+ * (NaN when a NaN is present, 0 when n == 0).
  * Outputs (and amax) are poisoned before each run; a repeat run must give the
  * same bytes. Exits 77 ("skipped") without a GPU. */
 #include "gpu_row_util.h"
@@ -80,8 +81,10 @@ static void run_convert(const char *what, const void *hx, cml_dtype xd, cml_dtyp
     dev_free(dx, xbytes), dev_free(dy, ybytes), dev_free(ds, 8);
 }
 
-static const int64_t LENGTHS[] = {1, 15, 16, 17, 4097, (1 << 20) + 3};
-enum { N_LENGTHS = 6 };
+/* 511 / 513 / 1573: around and past the vectorized kernel's 512-element warp groups (the rest
+ * element by element); 9 Mi + 517: more warp groups than the grid has warps (a grid-stride loop) */
+static const int64_t LENGTHS[] = {1, 15, 16, 17, 511, 513, 1573, 4097, (1 << 20) + 3, (9 << 20) + 517};
+enum { N_LENGTHS = 10 };
 
 static void test_from_fp8_all_codes(void) {
     static const float scales[] = {1.0f, 0.37f, -2.0f, 65536.0f, 1e30f};

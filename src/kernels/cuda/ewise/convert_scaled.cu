@@ -4,10 +4,11 @@
  *   from fp8: y = x * scale, rounded to f32/f16/bf16;
  * a NaN product becomes the quiet NaN with sign(x) ^ sign(scale).
  *
- * The scale is read on the device (no host round trip). A thread moves 16
- * elements per step with 16-byte accesses (16 fp8 bytes = one word; 16 wide
- * elements = 2 or 4 words) in a grid-stride loop when both buffers are 16-byte
- * aligned, one element per step otherwise. fp8 codes are produced by the
+ * The scale is read on the device (no host round trip). When both buffers are
+ * 16-byte aligned a warp moves 512 elements per step in a grid-stride loop,
+ * each of its load and store instructions one contiguous range (16-byte words
+ * of the wider buffer, 4 / 8 bytes of fp8 codes: the slices below); one
+ * element per thread per step otherwise. fp8 codes are produced by the
  * hardware conversion (cvt.rn.satfinite, two elements per instruction) after
  * an explicit clamp to the largest finite value, so that saturation, infinite
  * inputs included, does not rest on the instruction's overflow rules; NaN
@@ -86,54 +87,81 @@ template <int DT> static __device__ __forceinline__ void store_one(void *y, long
     else cml__st<DT>(y, i, p);
 }
 
-/* Elements [16 g, 16 g + 16) of x as f32 (16-byte loads). */
-template <int DT> static __device__ __forceinline__ void load_group(const void *x, long long g, float (&v)[GROUP]) {
-    constexpr int NW = GROUP * elem_bytes<DT>() / 16;
-    uint4 w[NW];
+/* ---- the vectorized kernel's slices ------------------------------------------------------------
+ *
+ * A warp converts 32 x 16 = 512 consecutive elements per step (a warp group) as NS slices per
+ * thread of L elements each: one 16-byte word of the wider buffer (L = 4 for f32, 8 for f16 /
+ * bf16) and the L bytes it maps to in the fp8 buffer. Thread t takes slices t, t + 32, ... of
+ * the warp group, so each load and each store instruction of the warp covers one contiguous
+ * range (512 B of the wide buffer, 128 / 256 B of the fp8 one). The earlier layout (a thread's
+ * 16 elements contiguous) spread each 16-byte load of a warp over 16 (f32) / 8 (bf16) lines. */
+template <int YT, int XT> struct slices {
+    static constexpr int WIDE = elem_bytes<YT>() > elem_bytes<XT>() ? elem_bytes<YT>() : elem_bytes<XT>();
+    static constexpr int L = 16 / WIDE;  /* elements per slice */
+    static constexpr int NS = GROUP / L; /* slices per thread per step */
+};
+
+/* Slice s (elements [s L, s L + L)) of x, raw: a 16-byte word, or the 4 / 8 bytes of L fp8 codes. */
+template <int XT, int L> static __device__ __forceinline__ uint4 load_slice(const void *x, long long s) {
+    if constexpr (!is_fp8(XT)) {
+        return __ldg((const uint4 *)x + s);
+    } else if constexpr (L == 4) {
+        return make_uint4(__ldg((const unsigned *)x + s), 0u, 0u, 0u);
+    } else {
+        const uint2 u = __ldg((const uint2 *)x + s);
+        return make_uint4(u.x, u.y, 0u, 0u);
+    }
+}
+
+/* The L elements of a raw slice as f32 (f16 through the exact conversion of dtype.cuh, which
+ * keeps a NaN's sign; fp8 NaN codes keep theirs too). */
+template <int XT, int L> static __device__ __forceinline__ void unpack_slice(uint4 w, float (&v)[L]) {
+    if constexpr (is_fp8(XT)) {
+        const unsigned u[2] = {w.x, w.y};
 #pragma unroll
-    for (int k = 0; k < NW; k++) w[k] = __ldg((const uint4 *)x + g * NW + k);
-    if constexpr (is_fp8(DT)) {
-        const unsigned u[4] = {w[0].x, w[0].y, w[0].z, w[0].w};
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const float2 lo = fp8x2_to_f32<DT>(u[k] & 0xFFFFu), hi = fp8x2_to_f32<DT>(u[k] >> 16);
+        for (int k = 0; k < L / 4; k++) {
+            const float2 lo = fp8x2_to_f32<XT>(u[k] & 0xFFFFu), hi = fp8x2_to_f32<XT>(u[k] >> 16);
             v[4 * k] = lo.x, v[4 * k + 1] = lo.y, v[4 * k + 2] = hi.x, v[4 * k + 3] = hi.y;
         }
-    } else if constexpr (DT == CML_F16) {
+    } else if constexpr (XT == CML_F16) {
+        const unsigned u[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
-        for (int k = 0; k < NW; k++) {
-            const unsigned u[4] = {w[k].x, w[k].y, w[k].z, w[k].w};
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                v[8 * k + 2 * q] = cml__f16_to_f32((uint16_t)(u[q] & 0xFFFFu));
-                v[8 * k + 2 * q + 1] = cml__f16_to_f32((uint16_t)(u[q] >> 16));
-            }
+        for (int q = 0; q < 4; q++) {
+            v[2 * q] = cml__f16_to_f32((uint16_t)(u[q] & 0xFFFFu));
+            v[2 * q + 1] = cml__f16_to_f32((uint16_t)(u[q] >> 16));
         }
     } else {
-        constexpr int V = 16 / elem_bytes<DT>();
-#pragma unroll
-        for (int k = 0; k < NW; k++) cml__unpack16<DT>(w[k], &v[k * V]);
+        cml__unpack16<XT>(w, v);
     }
 }
 
-/* Elements [16 g, 16 g + 16) of y from (already scaled) f32 values (16-byte stores). */
-template <int DT> static __device__ __forceinline__ void store_group(void *y, long long g, const float (&p)[GROUP]) {
-    constexpr int NW = GROUP * elem_bytes<DT>() / 16;
-    if constexpr (is_fp8(DT)) {
-        unsigned u[4];
+/* Slice s of y from L (already scaled) f32 values. */
+template <int YT, int L> static __device__ __forceinline__ void store_slice(void *y, long long s, const float (&p)[L]) {
+    if constexpr (is_fp8(YT)) {
+        unsigned u[L / 4];
 #pragma unroll
-        for (int k = 0; k < 4; k++)
-            u[k] = f32x2_to_fp8<DT>(p[4 * k], p[4 * k + 1]) | f32x2_to_fp8<DT>(p[4 * k + 2], p[4 * k + 3]) << 16;
-        *((uint4 *)y + g) = make_uint4(u[0], u[1], u[2], u[3]);
+        for (int k = 0; k < L / 4; k++)
+            u[k] = f32x2_to_fp8<YT>(p[4 * k], p[4 * k + 1]) | f32x2_to_fp8<YT>(p[4 * k + 2], p[4 * k + 3]) << 16;
+        if constexpr (L == 4) ((unsigned *)y)[s] = u[0];
+        else ((uint2 *)y)[s] = make_uint2(u[0], u[1]);
     } else {
-        constexpr int V = 16 / elem_bytes<DT>();
-#pragma unroll
-        for (int k = 0; k < NW; k++) *((uint4 *)y + g * NW + k) = cml__pack16<DT>(&p[k * V]);
+        ((uint4 *)y)[s] = cml__pack16<YT>(p);
     }
 }
 
-/* NaN-propagating max of |v| into a (both >= 0 or NaN). */
-static __device__ __forceinline__ float max_abs(float a, float v) { return cml__max_nan(a, fabsf(v)); }
+/* |v| into the NaN-propagating running maximum a (>= 0 or NaN): one max.NaN with |v| as an
+ * operand modifier (cml__max_nan and fabsf took three instructions). The maximum is exact and
+ * does not depend on the order; a NaN comes out as the canonical NaN, and the amax written is
+ * the canonical NaN whenever any partial is NaN (block_amax), as before. */
+static __device__ __forceinline__ float max_abs(float a, float v) {
+    float r;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(fabsf(v)));
+    return r;
+}
+
+struct max_nan_op {
+    __device__ __forceinline__ float operator()(float a, float b) const { return max_abs(a, b); }
+};
 
 /* Where the amax goes: the blocks' maxima, their arrival counter (0 between launches) and the
  * result. */
@@ -144,50 +172,64 @@ struct amax_out {
 };
 
 /* The block's maximum into partial[blockIdx.x]; the block that arrives last writes the maximum
- * of all blocks' (every thread of the block calls this). */
+ * of all blocks' (every thread of the block calls this). Values are >= 0 or NaN, so max_abs is
+ * their maximum. */
 static __device__ __forceinline__ void block_amax(float a, const amax_out &out) {
     __shared__ float scratch[32];
     __shared__ int last;
-    a = cml__group_allreduce(a, blockDim.x, scratch, cml__max_op());
+    a = cml__group_allreduce(a, blockDim.x, scratch, max_nan_op());
     if (threadIdx.x == 0) out.partial[blockIdx.x] = a;
     if (!cml__block_arrives_last(out.arrivals, gridDim.x, &last)) return;
     a = 0.0f;
-    for (unsigned k = threadIdx.x; k < gridDim.x; k += blockDim.x) a = cml__max_nan(a, __ldcg(out.partial + k));
-    a = cml__group_allreduce(a, blockDim.x, scratch, cml__max_op());
+    for (unsigned k = threadIdx.x; k < gridDim.x; k += blockDim.x) a = max_abs(a, __ldcg(out.partial + k));
+    a = cml__group_allreduce(a, blockDim.x, scratch, max_nan_op());
     if (threadIdx.x == 0) *out.amax = a == a ? a : __uint_as_float(0x7FC00000u);
 }
 
 /* ---- kernels ------------------------------------------------------------------------------------ */
 
-/* 16-byte aligned x and y: groups of 16 elements, grid-stride; the last n % 16 one per thread. */
-template <int YT, int XT>
+/* 16-byte aligned x and y: warp groups of 512 elements (slices above), grid-stride over the
+ * grid's warps; the last n % 512 elements one per thread. AMAX: whether amax is wanted (the
+ * kernel without it does no max work at all). */
+template <int YT, int XT, bool AMAX>
 static __global__ void __launch_bounds__(BLOCK)
     convert_scaled_vec_kernel(void *y, const void *x, long long n, const float *scale, amax_out out) {
+    constexpr int L = slices<YT, XT>::L, NS = slices<YT, XT>::NS;
     const float s = scale ? __ldg(scale) : 1.0f;
-    const long long groups = n / GROUP, tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int lane = threadIdx.x & 31;
+    const long long wgroups = n / (32 * GROUP), tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long step = (long long)gridDim.x * blockDim.x;
     float a = 0.0f;
-    for (long long g = tid; g < groups; g += step) {
-        float v[GROUP];
-        load_group<XT>(x, g, v);
+    /* 32-bit warp-group indices (n < 2^41 elements): 64-bit ones took two registers more, past
+     * the 32 that 8 blocks per SM allow */
+    const unsigned nwg = (unsigned)wgroups, wstep = (unsigned)(step >> 5);
+    for (unsigned q = (unsigned)(tid >> 5); q < nwg; q += wstep) {
+        const long long s0 = (long long)q * (32 * NS) + lane; /* this thread's first slice */
+        uint4 w[NS];
 #pragma unroll
-        for (int k = 0; k < GROUP; k++) {
-            a = max_abs(a, v[k]);
-            v[k] = scaled(v[k], s);
+        for (int k = 0; k < NS; k++) w[k] = load_slice<XT, L>(x, s0 + 32 * k);
+#pragma unroll
+        for (int k = 0; k < NS; k++) {
+            float v[L];
+            unpack_slice<XT, L>(w[k], v);
+#pragma unroll
+            for (int e = 0; e < L; e++) {
+                if constexpr (AMAX) a = max_abs(a, v[e]);
+                v[e] = scaled(v[e], s);
+            }
+            store_slice<YT, L>(y, s0 + 32 * k, v);
         }
-        store_group<YT>(y, g, v);
     }
-    const long long i = groups * GROUP + tid;
-    if (i < n) {
+    for (long long i = wgroups * (32 * GROUP) + tid; i < n; i += step) {
         const float v = load_one<XT>(x, i);
-        a = max_abs(a, v);
+        if constexpr (AMAX) a = max_abs(a, v);
         store_one<YT>(y, i, scaled(v, s));
     }
-    if (out.amax) block_amax(a, out);
+    if constexpr (AMAX) block_amax(a, out);
 }
 
 /* Any alignment: one element per thread per step. */
-template <int YT, int XT>
+template <int YT, int XT, bool AMAX>
 static __global__ void __launch_bounds__(BLOCK)
     convert_scaled_scalar_kernel(void *y, const void *x, long long n, const float *scale, amax_out out) {
     const float s = scale ? __ldg(scale) : 1.0f;
@@ -195,21 +237,53 @@ static __global__ void __launch_bounds__(BLOCK)
     float a = 0.0f;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
         const float v = load_one<XT>(x, i);
-        a = max_abs(a, v);
+        if constexpr (AMAX) a = max_abs(a, v);
         store_one<YT>(y, i, scaled(v, s));
     }
-    if (out.amax) block_amax(a, out);
+    if constexpr (AMAX) block_amax(a, out);
 }
 
 /* ---- launch ------------------------------------------------------------------------------------- */
 
 static const char FN[] = "cml_convert_scaled";
 
+typedef void (*convert_kernel_fn)(void *, const void *, long long, const float *, amax_out);
+
+/* Blocks of one kernel that fit an SM at once (asked once per kernel: it depends on the kernel's
+ * registers alone). */
+static int resident_per_sm(convert_kernel_fn k) {
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, BLOCK, 0) != cudaSuccess || per_sm < 1) {
+        (void)cudaGetLastError();
+        per_sm = 1;
+    }
+    return per_sm;
+}
+
 template <int YT, int XT>
 static cml_status convert_launch(cml_ctx *ctx, void *y, const void *x, long long n, const float *scale, float *amax) {
     cudaStream_t st = cml__stream(ctx);
     const bool vec = (((uintptr_t)x | (uintptr_t)y) & 15u) == 0;
-    const unsigned grid = cml__grid_size(ctx, vec ? (n / GROUP > 0 ? n / GROUP : 1) : n, BLOCK);
+    const convert_kernel_fn k = vec ? (amax ? convert_scaled_vec_kernel<YT, XT, true>
+                                           : convert_scaled_vec_kernel<YT, XT, false>)
+                                    : (amax ? convert_scaled_scalar_kernel<YT, XT, true>
+                                            : convert_scaled_scalar_kernel<YT, XT, false>);
+    /* One wave of resident blocks at most, whatever the kernel's registers (with 34, as the amax
+     * kernels from f32 have, 6 blocks fit an SM, not 8: an 8-block grid made 1.33 waves of equal
+     * work). Asked once per kernel, cached as cml__cuda_l2_bytes does (a repeated store of the
+     * same value; libcamel is built without thread-safe statics). */
+    static int per_sm[4];
+    const int ki = (vec ? 0 : 2) + (amax ? 1 : 0);
+    if (per_sm[ki] == 0) per_sm[ki] = resident_per_sm(k);
+    const int sms = cml__cuda_sm_count(ctx->device.index) > 0 ? cml__cuda_sm_count(ctx->device.index) : 132;
+    const long long threads = vec ? (n / GROUP > 0 ? n / GROUP : 1) : (n > 0 ? n : 1);
+    /* The vectorized conversion to fp8 without amax: at most 4 blocks per SM (measured, H100,
+     * session 9: bf16 -> e4m3 at 8 blocks per SM ran 4% below the previous layout in steady mode at
+     * 16384x8192 and 256x262144; 4 blocks: +7% over 8 there, f32 +0-2%, no shape below 0.999x;
+     * 6 blocks: +0-1%. The amax kernels lost 2-8% at 4 blocks and keep their 6.) */
+    const int ps = vec && is_fp8(YT) && !amax && per_sm[ki] > 4 ? 4 : per_sm[ki];
+    const long long want = (threads + BLOCK - 1) / BLOCK, cap = (long long)sms * ps;
+    const unsigned grid = (unsigned)(want < cap ? want : cap);
     amax_out out = {NULL, NULL, amax};
     if (amax) {
         void *ws = NULL;
@@ -219,8 +293,7 @@ static cml_status convert_launch(cml_ctx *ctx, void *y, const void *x, long long
     }
     char dts[32];
     snprintf(dts, sizeof dts, "%s,%s", cml_dtype_name((cml_dtype)YT), cml_dtype_name((cml_dtype)XT));
-    if (vec) convert_scaled_vec_kernel<YT, XT><<<grid, BLOCK, 0, st>>>(y, x, n, scale, out);
-    else convert_scaled_scalar_kernel<YT, XT><<<grid, BLOCK, 0, st>>>(y, x, n, scale, out);
+    k<<<grid, BLOCK, 0, st>>>(y, x, n, scale, out);
     return cml__cuda_check_launch(FN, vec ? "convert_scaled_vec_kernel" : "convert_scaled_scalar_kernel", dts, n, grid,
                                   BLOCK);
 }

@@ -6,9 +6,11 @@
  * bf16 classes): the max, then the sum of exps, in fixed-order group
  * reductions; unaligned rows are streamed once with the online (max, sum of
  * exp) update, one rescale per 16-byte word, the group's states merged in a
- * fixed order; a few long rows are split into chunks instead (pass 1 of
- * softmax_common.cuh, then one thread per row merges the chunk states in
- * order). Ignored rows are not read, except in split rows.
+ * fixed order; a few long rows are split into chunks instead: aligned ones in
+ * one kernel of long-lived chunk blocks whose last block per row merges the
+ * chunk states in order (ce_fwd_split.cuh), unaligned ones through pass 1 of
+ * softmax_common.cuh, then one thread per row merging the chunk states in
+ * order. Ignored rows are not read, except in split rows.
  * Backward: dlogits[r] = dloss[r] (softmax(row) - onehot(t)). Rows that fit on
  * chip stay in registers (16-byte aligned rows as packed words: up to 32768
  * f32 / 65536 bf16 classes; others up to 16384 as floats), read once and
@@ -51,6 +53,9 @@ static __device__ __forceinline__ float ce_loss(float m, float s, float x_t) {
     return cml__ce_empty(m, s) ? INFINITY : (m - x_t) + logf(s);
 }
 
+/* the long-row split forward (uses ce_loss above) */
+#include "kernels/cuda/softmax/ce_fwd_split.cuh"
+
 /* ---- forward ------------------------------------------------------------------------------------ */
 
 template <int DT>
@@ -85,18 +90,70 @@ static __global__ void __launch_bounds__(256, 3) ce_fwd_rows_kernel(float *loss,
     }
 }
 
+/* The row max for every thread of a group of G threads (G = GT when GT > 0): the max.NaN
+ * butterfly inside warps, then each thread folds the warp maxima. The values are the threads'
+ * cml__words_max, already max.NaN results (NaN as the canonical NaN), so one max.NaN per step
+ * gives the bits cml__group_allreduce with cml__max_op gave, in a third of the instructions. */
+template <int GT>
+static __device__ __forceinline__ float ce_group_max(float v, int G, float *scratch) {
+    const int width = G < 32 ? G : 32;
+#pragma unroll
+    for (int off = width / 2; off > 0; off >>= 1) v = cml__fmax_nan(v, __shfl_xor_sync(CML__FULL_MASK, v, off));
+    if (G <= 32) return v;
+    const int nw = G / 32;
+    float *s = scratch + threadIdx.y * nw;
+    if ((threadIdx.x & 31) == 0) s[threadIdx.x / 32] = v;
+    __syncthreads();
+    float r = s[0];
+#pragma unroll
+    for (int w = 1; w < nw; w++) r = cml__fmax_nan(r, s[w]);
+    return r;
+}
+
+/* The group's two sums, valid in its first thread only (the one that writes the loss): the same
+ * butterfly and warp-order fold as cml__group_allreduce_sum2, so the same bits, but the other
+ * threads skip the fold. */
+static __device__ __forceinline__ float2 ce_group_sum2_first(float2 v, int G, float2 *scratch) {
+    const int width = G < 32 ? G : 32;
+#pragma unroll
+    for (int off = width / 2; off > 0; off >>= 1) {
+        v.x += __shfl_xor_sync(CML__FULL_MASK, v.x, off);
+        v.y += __shfl_xor_sync(CML__FULL_MASK, v.y, off);
+    }
+    if (G <= 32) return v;
+    const int nw = G / 32;
+    float2 *s = scratch + threadIdx.y * nw;
+    if ((threadIdx.x & 31) == 0) s[threadIdx.x / 32] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        v = s[0];
+#pragma unroll
+        for (int w = 1; w < nw; w++) {
+            v.x += s[w].x;
+            v.y += s[w].y;
+        }
+    }
+    return v;
+}
+
 /* 16-byte aligned rows that fit on chip: KW packed words per thread (rows.cuh), all of a
  * thread's loads in flight at once; the max on packed pairs, then the sum of exps, and the
  * target's logit from the registers of the thread that holds it (summed with the exps: the
- * others add 0), so no dependent load follows the row. */
-template <int DT, int KW>
-static __global__ void __launch_bounds__(1024) ce_fwd_words_kernel(float *loss, const void *logits,
-                                                                   const int64_t *targets, long long rows, int n,
-                                                                   long long ignore, cml__index_flag bad) {
+ * others add 0), so no dependent load follows the row. GT: the group width G as a constant
+ * (32 .. 512: immediate load offsets, unrolled reductions), or 0 for G = blockDim.x < 32. */
+template <int KW, int GT> struct ce_words_bounds {
+    static constexpr int threads = GT > 256 ? GT : 256;                   /* a block: max(G, 256) threads */
+    static constexpr int blocks = (KW == 4 ? 2048 : 1024) / threads; /* 32 / 64 registers a thread */
+};
+
+template <int DT, int KW, int GT>
+static __global__ void __launch_bounds__(ce_words_bounds<KW, GT>::threads, ce_words_bounds<KW, GT>::blocks)
+    ce_fwd_words_kernel(float *loss, const void *logits, const int64_t *targets, long long rows, int n,
+                        long long ignore, cml__index_flag bad) {
     typedef typename cml__elem<DT>::type T;
     __shared__ float red_max[32];
     __shared__ float2 red_sum[32];
-    const int G = blockDim.x, t = threadIdx.x;
+    const int G = GT > 0 ? GT : (int)blockDim.x, t = threadIdx.x;
     for (long long r0 = (long long)blockIdx.x * blockDim.y; r0 < rows; r0 += (long long)gridDim.x * blockDim.y) {
         const long long row = r0 + threadIdx.y;
         const bool valid = row < rows;
@@ -105,12 +162,11 @@ static __global__ void __launch_bounds__(1024) ce_fwd_words_kernel(float *loss, 
         const int nn = skip ? 0 : n; /* ignored and bad rows are not read */
         uint4 w[KW];
         cml__words_load<DT, KW>(w, (const T *)logits + (size_t)(valid ? row : 0) * (size_t)n, nn, t, G);
-        const float m = cml__group_allreduce(cml__words_max<DT, KW>(w, nn, t, G), G, red_max, cml__max_op());
+        const float m = ce_group_max<GT>(cml__words_max<DT, KW>(w, nn, t, G), G, red_max);
         float e[KW * cml__words<DT>::V];
-        const float2 sx = cml__group_allreduce_sum2(
-            make_float2(cml__words_sumexp<DT, KW, false>(w, nn, t, G, m, e),
-                        nn ? cml__words_pick<DT, KW>(w, (int)tgt, t, G) : 0.0f),
-            G, red_sum);
+        const float2 sx = ce_group_sum2_first(make_float2(cml__words_sumexp<DT, KW, false>(w, nn, t, G, m, e),
+                                                          nn ? cml__words_pick<DT, KW>(w, (int)tgt, t, G) : 0.0f),
+                                              G, red_sum);
         if (t == 0 && valid) {
             if (tgt == ignore) {
                 loss[row] = 0.0f;
@@ -121,6 +177,30 @@ static __global__ void __launch_bounds__(1024) ce_fwd_words_kernel(float *loss, 
                 loss[row] = ce_loss(m, sx.x, sx.y); /* sx.x = 0 for a row of -inf: exps taken from 0 */
             }
         }
+    }
+}
+
+/* ce_fwd_words_kernel<DT, KW, G> for G = 32 .. 512, <DT, KW, 0> for narrower groups. */
+template <int DT, int KW>
+static void ce_fwd_words_launch(unsigned grid, dim3 block, cudaStream_t st, float *loss, const void *logits,
+                                const int64_t *targets, long long rows, int n, long long ignore, cml__index_flag bad) {
+    switch (block.x) {
+    case 32:
+        ce_fwd_words_kernel<DT, KW, 32><<<grid, block, 0, st>>>(loss, logits, targets, rows, n, ignore, bad);
+        break;
+    case 64:
+        ce_fwd_words_kernel<DT, KW, 64><<<grid, block, 0, st>>>(loss, logits, targets, rows, n, ignore, bad);
+        break;
+    case 128:
+        ce_fwd_words_kernel<DT, KW, 128><<<grid, block, 0, st>>>(loss, logits, targets, rows, n, ignore, bad);
+        break;
+    case 256:
+        ce_fwd_words_kernel<DT, KW, 256><<<grid, block, 0, st>>>(loss, logits, targets, rows, n, ignore, bad);
+        break;
+    case 512:
+        ce_fwd_words_kernel<DT, KW, 512><<<grid, block, 0, st>>>(loss, logits, targets, rows, n, ignore, bad);
+        break;
+    default: ce_fwd_words_kernel<DT, KW, 0><<<grid, block, 0, st>>>(loss, logits, targets, rows, n, ignore, bad);
     }
 }
 
@@ -371,6 +451,17 @@ static cml_status ce_states(cml_ctx *ctx, size_t bytes, cml__ms **states) {
     return CML_OK;
 }
 
+/* Blocks of the split forward that fit an SM at once. */
+static int ce_split_per_sm(void (*k)(float *, cml__ms *, unsigned *, const void *, const int64_t *, long long, int,
+                                     long long, long long, cml__index_flag)) {
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, CE_SPLIT_THREADS, 0) != cudaSuccess || per_sm < 1) {
+        (void)cudaGetLastError();
+        per_sm = 1;
+    }
+    return per_sm;
+}
+
 static int sm_count(const cml_ctx *ctx) {
     const int s = cml__cuda_sm_count(ctx->device.index);
     return s > 0 ? s : 132;
@@ -386,6 +477,27 @@ static cml_status fwd_launch(cml_ctx *ctx, float *loss, const void *logits, cons
     cml__index_flag bad;
     cml__ms *states = NULL;
     int KW, G, R;
+    /* aligned long rows: one wave of long-lived chunk blocks, finished by each row's last block */
+    const long long nw = n / (16 / (long long)sizeof(typename cml__elem<DT>::type));
+    long long wsplits = 0;
+    if (split && cml__rows_vec_ok(n, sizeof(typename cml__elem<DT>::type), logits, logits, logits)) {
+        static int per_sm; /* cached as cml__cuda_l2_bytes does (no thread-safe statics in libcamel) */
+        if (per_sm == 0) per_sm = ce_split_per_sm(ce_fwd_split_kernel<DT>);
+        wsplits = (long long)sm_count(ctx) * per_sm / rows;
+        if (wsplits > nw / CE_SPLIT_MIN_WORDS) wsplits = nw / CE_SPLIT_MIN_WORDS;
+    }
+    if (wsplits >= 2) {
+        const long long cw = (nw + wsplits - 1) / wsplits;
+        unsigned *arrivals = NULL;
+        CML_TRY(ce_states(ctx, (size_t)(rows * wsplits) * sizeof(cml__ms), &states));
+        CML_TRY(cml__cuda_zeroed(ctx, (size_t)rows * sizeof(unsigned), fn, (void **)&arrivals));
+        CML_TRY(ce_begin(ctx, fn, targets, rows, n, ignore, &bad));
+        const unsigned grid = (unsigned)(rows * wsplits);
+        ce_fwd_split_kernel<DT><<<grid, CE_SPLIT_THREADS, 0, st>>>(loss, states, arrivals, logits, targets, n,
+                                                                  (int)wsplits, cw, ignore, bad);
+        CML_TRY(launched(fn, "ce_fwd_split_kernel", (cml_dtype)DT, rows * n, grid, CE_SPLIT_THREADS));
+        return cml__index_check_end(ctx, fn);
+    }
     if (split) CML_TRY(ce_states(ctx, (size_t)(rows * splits) * sizeof(cml__ms), &states));
     CML_TRY(ce_begin(ctx, fn, targets, rows, n, ignore, &bad));
     if (split) {
@@ -396,14 +508,15 @@ static cml_status fwd_launch(cml_ctx *ctx, float *loss, const void *logits, cons
         ce_fwd_finalize_kernel<DT><<<grid2, 256, 0, st>>>(loss, states, logits, targets, rows, n, splits, ignore, bad);
         CML_TRY(launched(fn, "ce_fwd_finalize_kernel", (cml_dtype)DT, rows, grid2, 256));
     } else if (cml__rows_vec_ok(n, sizeof(typename cml__elem<DT>::type), logits, logits, logits) &&
-               cml__words_geometry(n, sizeof(typename cml__elem<DT>::type), &KW, &G, &R) && G <= 512) {
+               cml__words_geometry(n, sizeof(typename cml__elem<DT>::type), &KW, &G, &R) && G <= 512 &&
+               (KW == 4 || G == 512)) {
         /* (rows of 1024 threads leave one block per SM, idle through its reductions: 1024x32768
          * f32 went from 2584 to 1996 GB/s that way; the streaming kernel below takes them) */
         const unsigned grid = cml__row_blocks(rows, R);
         const dim3 block(G, R);
-        if (KW == 4)
-            ce_fwd_words_kernel<DT, 4><<<grid, block, 0, st>>>(loss, logits, targets, rows, (int)n, ignore, bad);
-        else ce_fwd_words_kernel<DT, 8><<<grid, block, 0, st>>>(loss, logits, targets, rows, (int)n, ignore, bad);
+        /* (KW = 8 only for rows of more than 4 x 512 words, so G = 512 there; checked above) */
+        if (KW == 4) ce_fwd_words_launch<DT, 4>(grid, block, st, loss, logits, targets, rows, (int)n, ignore, bad);
+        else ce_fwd_words_kernel<DT, 8, 512><<<grid, block, 0, st>>>(loss, logits, targets, rows, (int)n, ignore, bad);
         CML_TRY(launched(fn, "ce_fwd_words_kernel", (cml_dtype)DT, rows * n, grid, (unsigned)(G * R)));
     } else {
         /* other rows: ~128 bytes per thread (one batch of 8 words in flight), 32..256 threads per row: the
