@@ -29,6 +29,7 @@
 
 #include "camel/status.h"
 #include "kernels/cuda/attention/attention_bwd_sm90.cuh"
+#include "kernels/cuda/attention/attention_bwd_sm90_d256.cuh"
 
 #ifndef HD
 #define HD 128
@@ -87,6 +88,8 @@ __global__ void hash_kernel(const uint32_t *x, const uint32_t *ref, size_t n, un
 /* ---- variants -------------------------------------------------------------------------------- */
 
 enum { BM = HD == 64 ? 128 : 64 };
+/* keys per work tile and dQ parts per query tile (D = 256: its own kernel, attention_bwd_sm90_d256.cuh) */
+enum { BNH = HD == 256 ? 64 : CML_ATT90B_BN, HALVES = HD == 256 ? 2 : 1 };
 
 struct maps {
     CUtensorMap q, k, v, o, dO;
@@ -99,6 +102,20 @@ static void launch_main(const maps &m, const cml__att90b_params &p, int grid) {
     typedef cml__att90b_smem<HD, BM, ST, NDQ> sm;
     static_assert(sm::total <= 232448, "shared memory");
     auto kern = cml__att90b_kernel<CML_ATT90_BF16, HD, BM, ST, NDQ, VAR>;
+    static bool set;
+    if (!set) {
+        CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, sm::total));
+        set = true;
+    }
+    kern<<<grid, CML_ATT90B_THREADS, sm::total>>>(m.q, m.k, m.v, m.dO, p);
+}
+
+/* D = 256: the library's main kernel for that head dim (BM 64, one stage, two dQ half buffers) */
+template <int VAR>
+static void launch_main256(const maps &m, const cml__att90b_params &p, int grid) {
+    typedef cml__att90b256_sm sm;
+    static_assert(sm::total <= 232448, "shared memory");
+    auto kern = cml__att90b256_kernel<CML_ATT90_BF16, VAR>;
     static bool set;
     if (!set) {
         CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, sm::total));
@@ -138,7 +155,21 @@ enum { LIBV = CML_ATT90B_V_EARLYREL | CML_ATT90B_V_DIET }; /* the library's VAR 
 enum { LIBV = CML_ATT90B_V_DIET };
 #endif
 static const variant VARIANTS[] = {
-#if SET == 1
+#if HD == 256
+    /* session 9 (helper h9a): the D = 256 consumers' diet (VAR DIET, attention_bwd_sm90_d256.cuh)
+     * against the kernel before it ("old", VAR 0), three times each in turns, then each piece alone
+     * once (attribution); the harness's convert launch (the main kernel timed alone). */
+    {"lib", launch_main256<CML_ATT90B_V_DIET>, 0, 0, 0, 0, 0},
+    {"old", launch_main256<0>, 0, 0, 0, 0, 0},
+    {"lib (2)", launch_main256<CML_ATT90B_V_DIET>, 0, 0, 0, 0, 0},
+    {"old (2)", launch_main256<0>, 0, 0, 0, 0, 0},
+    {"lib (3)", launch_main256<CML_ATT90B_V_DIET>, 0, 0, 0, 0, 0},
+    {"old (3)", launch_main256<0>, 0, 0, 0, 0, 0},
+    {"decode", launch_main256<CML_ATT90B_V_DECODE>, 0, 0, 0, 0, 0},
+    {"nomask", launch_main256<CML_ATT90B_V_NOMASK>, 0, 0, 0, 0, 0},
+    {"desc", launch_main256<CML_ATT90B_V_DESC>, 0, 0, 0, 0, 0},
+    {"stsm", launch_main256<CML_ATT90B_V_STSM>, 0, 0, 0, 0, 0},
+#elif SET == 1
     {"lib", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0},
     {"lib exit", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_EXITT>, 0, 0, 0, 1},
 #elif SET == 2
@@ -245,6 +276,29 @@ static int run_problem(shape sh, int only_v, int reps) {
     const float scale = (sh.neg ? -1.0f : 1.0f) / sqrtf((float)D);
     int *counter;
     CK(cudaMalloc(&counter, 4));
+#if HD == 256
+    { /* forward: O, lse (the library's D = 256 configuration: one tile per CTA, BN 80, TMA-store epilogue) */
+        typedef cml__att90_smem<256, 80, 2> fsm;
+        auto fk = cml__att90_fwd_kernel<CML_ATT90_BF16, 256, 80, 2, 1, 1, 1>;
+        CK(cudaFuncSetAttribute(fk, cudaFuncAttributeMaxDynamicSharedMemorySize, fsm::total));
+        CUtensorMap mq, mk, mv, mo;
+        make_map(&mq, q, B, Sq, H, D, sq, CML_ATT90_BM);
+        make_map(&mk, k, B, Sk, Hkv, D, sk, 80);
+        make_map(&mv, v, B, Sk, Hkv, D, sk, 80);
+        make_map(&mo, o, B, Sq, H, D, sq, 64);
+        cml__att90_params fp;
+        memset(&fp, 0, sizeof fp);
+        fp.Hq = H, fp.group = H / Hkv, fp.Sq = Sq, fp.Sk = Sk, fp.causal = causal;
+        fp.q_tiles = (Sq + CML_ATT90_BM - 1) / CML_ATT90_BM;
+        fp.scale_log2 = scale * 1.4426950408889634f;
+        fp.lse = lse;
+        fp.O = o, fp.o_sb = sq[0], fp.o_ss = sq[1], fp.o_sh = sq[2];
+        fp.total_tiles = fp.q_tiles * B * H;
+        fk<<<fp.total_tiles, CML_ATT90_THREADS, fsm::total>>>(mq, mk, mv, mo, fp);
+        CK(cudaGetLastError());
+        CK(cudaDeviceSynchronize());
+    }
+#else
     { /* forward: O, lse (the library's persistent configuration) */
         enum { FST = HD == 64 ? 4 : 2 };
         typedef cml__att90_psmem<HD, 128, FST, 1> fsm;
@@ -269,21 +323,22 @@ static int run_problem(shape sh, int only_v, int reps) {
         CK(cudaGetLastError());
         CK(cudaDeviceSynchronize());
     }
+#endif
     maps m;
     make_map(&m.q, q, B, Sq, H, D, sq, BM);
-    make_map(&m.k, k, B, Sk, Hkv, D, sk, CML_ATT90B_BN);
-    make_map(&m.v, v, B, Sk, Hkv, D, sk, CML_ATT90B_BN);
+    make_map(&m.k, k, B, Sk, Hkv, D, sk, BNH);
+    make_map(&m.v, v, B, Sk, Hkv, D, sk, BNH);
     make_map(&m.dO, dout, B, Sq, H, D, sq, BM);
     cml__att90b_params p;
     memset(&p, 0, sizeof p);
     p.Hq = H, p.Hkv = Hkv, p.group = H / Hkv, p.Sq = Sq, p.Sk = Sk, p.causal = causal;
     p.n_qt = (Sq + BM - 1) / BM;
-    p.n_kb = (Sk + CML_ATT90B_BN - 1) / CML_ATT90B_BN;
+    p.n_kb = (Sk + BNH - 1) / BNH;
     p.total_tiles = B * Hkv * p.n_kb;
     p.scale = scale, p.scale_log2 = scale * 1.4426950408889634f;
     p.dK = dk, p.dV = dv;
     for (int i = 0; i < 3; i++) p.dk_s[i] = p.dv_s[i] = sk[i];
-    const long long rows_pad = (long long)B * H * p.n_qt * BM, n_sem = (long long)B * H * p.n_qt;
+    const long long rows_pad = (long long)B * H * p.n_qt * BM, n_sem = (long long)B * H * p.n_qt * HALVES;
     float *lse2, *di, *acc;
     int *sem;
     CK(cudaMalloc(&lse2, rows_pad * 4));
