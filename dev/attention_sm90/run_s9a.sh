@@ -1,4 +1,7 @@
 #!/bin/bash
+# RAN (call 1) on commit c1fd092, whose harness list named the diet "lib" and the kernel before it
+# "old"; the final tree has neither list (the diet is in s9a_d256_diet.patch, whose list names them
+# "new" and "lib": run_s9a3.sh is this call for the patch).
 # Session 9, helper h9a (README "Session 9 (helper h9a)"): the D = 256 consumers' instruction diet
 # (VAR DIET in attention_bwd_sm90_d256.cuh; the library's att90b_cfg<256>::VAR). Run in the
 # repository root of the tree with the change. In one call:
