@@ -2,7 +2,8 @@
  * the kernel variants of the README's "Backward" ladder, timed per launch (prep, main, convert),
  * checked bitwise against the first variant (the library's kernel), optionally with the phase
  * profile (variants with VAR & PROF: the SET=2 list).
- * One head dim per binary (so that the device compiles the two in parallel):
+ * One head dim per binary, -DHD=64 / 128 / 256 (D = 256: its own main kernel,
+ * attention_bwd_sm90_d256.cuh; no SET=1 / 2 lists), so that the device compiles them in parallel:
  *   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Isrc -Xptxas=-v -DHD=128 \
  *        dev/attention_sm90/bwd_harness.cu -lcuda -o build-att/bwd128
  *   bwd128 perf [S...]        every variant, S in {512, 2048, 8192} (default), full and causal
@@ -29,6 +30,7 @@
 
 #include "camel/status.h"
 #include "kernels/cuda/attention/attention_bwd_sm90.cuh"
+#include "kernels/cuda/attention/attention_bwd_sm90_d256.cuh"
 
 #ifndef HD
 #define HD 128
@@ -87,6 +89,8 @@ __global__ void hash_kernel(const uint32_t *x, const uint32_t *ref, size_t n, un
 /* ---- variants -------------------------------------------------------------------------------- */
 
 enum { BM = HD == 64 ? 128 : 64 };
+/* keys per work tile and dQ parts per query tile (D = 256: its own kernel, attention_bwd_sm90_d256.cuh) */
+enum { BNH = HD == 256 ? 64 : CML_ATT90B_BN, HALVES = HD == 256 ? 2 : 1 };
 
 struct maps {
     CUtensorMap q, k, v, o, dO;
@@ -107,6 +111,20 @@ static void launch_main(const maps &m, const cml__att90b_params &p, int grid) {
     kern<<<grid, CML_ATT90B_THREADS, sm::total>>>(m.q, m.k, m.v, m.dO, p);
 }
 
+/* D = 256: the library's main kernel for that head dim (BM 64, one stage, two dQ half buffers) */
+template <int VAR>
+static void launch_main256(const maps &m, const cml__att90b_params &p, int grid) {
+    typedef cml__att90b256_sm sm;
+    static_assert(sm::total <= 232448, "shared memory");
+    auto kern = cml__att90b256_kernel<CML_ATT90_BF16, VAR>;
+    static bool set;
+    if (!set) {
+        CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, sm::total));
+        set = true;
+    }
+    kern<<<grid, CML_ATT90B_THREADS, sm::total>>>(m.q, m.k, m.v, m.dO, p);
+}
+
 typedef struct variant {
     const char *name;
     bwd_main_fn fn;
@@ -117,7 +135,7 @@ typedef struct variant {
 } variant;
 
 /* the first variant, the reference, is the library's kernel (attention_bwd_sm90.cu's att90b_cfg:
- * VAR 0 at D = 64, EARLYREL at D = 128) */
+ * VAR 0 at D = 64 and 256, EARLYREL at D = 128) */
 #if HD == 64
 #define LIB_ST 2
 #define LIB_NDQ 1
@@ -125,43 +143,31 @@ typedef struct variant {
 #define LIB_ST 2
 #define LIB_NDQ 2
 #endif
-/* Session 8, part 3 (README): the library's main kernel and the DIET variant, three times each in
- * turns, then DECODE, NOMASK, DESC, STSM alone (part 2's list, the convert launched plainly and as
- * a programmatic dependent launch by the cvt field, is in git history); hgroup 0 = the library's
+/* The library's main kernel twice in turns (the spread of one binary; session 9 made the D = 64 / 128
+ * instruction diet their only code path: the diet / decode / nomask / desc / stsm lists are in git
+ * history at 60fa81e; the D = 256 diet's lists are in s9a_d256_diet.patch); hgroup 0 = the library's
  * tile order. SET=1: with EXITT (CTA start / exit times: the idle tail, plan candidate 3's
- * measurement); SET=2: with PROF (phase profile; lib and diet). The session's candidates
+ * measurement); SET=2: with PROF (phase profile; D = 64 / 128 only). The session-8 candidates
  * (FUSEDQ, QDWARP) and their lists are in s8_fusedq.patch; earlier lists in git history (session
- * 7: 475ee1f, c48252a). REPS=n: medians of n. */
+ * 7: 475ee1f, c48252a). REPS=n: medians of n; CAUSAL=0 / 1: perf without / with the mask only. */
 #if HD == 128
-enum { LIBV = CML_ATT90B_V_EARLYREL | CML_ATT90B_V_DIET }; /* the library's VAR (attention_bwd_sm90.cu) */
+enum { LIBV = CML_ATT90B_V_EARLYREL }; /* the library's VAR (attention_bwd_sm90.cu) */
 #else
-enum { LIBV = CML_ATT90B_V_DIET };
+enum { LIBV = 0 };
 #endif
 static const variant VARIANTS[] = {
-#if SET == 1
+#if HD == 256
+    {"lib", launch_main256<LIBV>, 0, 0, 0, 0, 0},
+    {"lib (2)", launch_main256<LIBV>, 0, 0, 0, 0, 0},
+#elif SET == 1
     {"lib", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0},
     {"lib exit", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_EXITT>, 0, 0, 0, 1},
 #elif SET == 2
     {"lib", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0},
     {"lib prof", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_PROF>, 0, 1, 0, 0},
-    {"diet prof", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_DIET | CML_ATT90B_V_PROF>, 0, 1, 0, 0},
 #else
-    /* session 8, part 3: the consumer step's instruction diet (DIET = DECODE | NOMASK | DESC | STSM)
-     * against the library's kernel, three times each in turns, then each piece alone once
-     * (attribution); all with the harness's own convert launch (the main kernel timed alone). Part
-     * 2's plain / pdl list is in git history (run_s8c.sh). */
     {"lib", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0, 0},
-    {"diet", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_DIET>, 0, 0, 0, 0, 0},
     {"lib (2)", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0, 0},
-    {"diet (2)", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_DIET>, 0, 0, 0, 0, 0},
-    {"lib (3)", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0, 0},
-    {"diet (3)", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_DIET>, 0, 0, 0, 0, 0},
-#if HD == 128 /* (at D = 64 ptxas spills 4-8 bytes in DECODE or STSM alone; DIET spills nothing) */
-    {"decode", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_DECODE>, 0, 0, 0, 0, 0},
-    {"nomask", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_NOMASK>, 0, 0, 0, 0, 0},
-    {"desc", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_DESC>, 0, 0, 0, 0, 0},
-    {"stsm", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_STSM>, 0, 0, 0, 0, 0},
-#endif
 #endif
 };
 enum { N_VARIANTS = sizeof VARIANTS / sizeof VARIANTS[0] };
@@ -245,6 +251,29 @@ static int run_problem(shape sh, int only_v, int reps) {
     const float scale = (sh.neg ? -1.0f : 1.0f) / sqrtf((float)D);
     int *counter;
     CK(cudaMalloc(&counter, 4));
+#if HD == 256
+    { /* forward: O, lse (the library's D = 256 configuration: one tile per CTA, BN 80, TMA-store epilogue) */
+        typedef cml__att90_smem<256, 80, 2> fsm;
+        auto fk = cml__att90_fwd_kernel<CML_ATT90_BF16, 256, 80, 2, 1, 1, 1>;
+        CK(cudaFuncSetAttribute(fk, cudaFuncAttributeMaxDynamicSharedMemorySize, fsm::total));
+        CUtensorMap mq, mk, mv, mo;
+        make_map(&mq, q, B, Sq, H, D, sq, CML_ATT90_BM);
+        make_map(&mk, k, B, Sk, Hkv, D, sk, 80);
+        make_map(&mv, v, B, Sk, Hkv, D, sk, 80);
+        make_map(&mo, o, B, Sq, H, D, sq, 64);
+        cml__att90_params fp;
+        memset(&fp, 0, sizeof fp);
+        fp.Hq = H, fp.group = H / Hkv, fp.Sq = Sq, fp.Sk = Sk, fp.causal = causal;
+        fp.q_tiles = (Sq + CML_ATT90_BM - 1) / CML_ATT90_BM;
+        fp.scale_log2 = scale * 1.4426950408889634f;
+        fp.lse = lse;
+        fp.O = o, fp.o_sb = sq[0], fp.o_ss = sq[1], fp.o_sh = sq[2];
+        fp.total_tiles = fp.q_tiles * B * H;
+        fk<<<fp.total_tiles, CML_ATT90_THREADS, fsm::total>>>(mq, mk, mv, mo, fp);
+        CK(cudaGetLastError());
+        CK(cudaDeviceSynchronize());
+    }
+#else
     { /* forward: O, lse (the library's persistent configuration) */
         enum { FST = HD == 64 ? 4 : 2 };
         typedef cml__att90_psmem<HD, 128, FST, 1> fsm;
@@ -269,21 +298,22 @@ static int run_problem(shape sh, int only_v, int reps) {
         CK(cudaGetLastError());
         CK(cudaDeviceSynchronize());
     }
+#endif
     maps m;
     make_map(&m.q, q, B, Sq, H, D, sq, BM);
-    make_map(&m.k, k, B, Sk, Hkv, D, sk, CML_ATT90B_BN);
-    make_map(&m.v, v, B, Sk, Hkv, D, sk, CML_ATT90B_BN);
+    make_map(&m.k, k, B, Sk, Hkv, D, sk, BNH);
+    make_map(&m.v, v, B, Sk, Hkv, D, sk, BNH);
     make_map(&m.dO, dout, B, Sq, H, D, sq, BM);
     cml__att90b_params p;
     memset(&p, 0, sizeof p);
     p.Hq = H, p.Hkv = Hkv, p.group = H / Hkv, p.Sq = Sq, p.Sk = Sk, p.causal = causal;
     p.n_qt = (Sq + BM - 1) / BM;
-    p.n_kb = (Sk + CML_ATT90B_BN - 1) / CML_ATT90B_BN;
+    p.n_kb = (Sk + BNH - 1) / BNH;
     p.total_tiles = B * Hkv * p.n_kb;
     p.scale = scale, p.scale_log2 = scale * 1.4426950408889634f;
     p.dK = dk, p.dV = dv;
     for (int i = 0; i < 3; i++) p.dk_s[i] = p.dv_s[i] = sk[i];
-    const long long rows_pad = (long long)B * H * p.n_qt * BM, n_sem = (long long)B * H * p.n_qt;
+    const long long rows_pad = (long long)B * H * p.n_qt * BM, n_sem = (long long)B * H * p.n_qt * HALVES;
     float *lse2, *di, *acc;
     int *sem;
     CK(cudaMalloc(&lse2, rows_pad * 4));
@@ -460,8 +490,11 @@ int main(int argc, char **argv) {
             for (int i = 2; i < argc && nS < 8; i++) Ss[nS++] = atoi(argv[i]);
         }
         const int reps = getenv("REPS") ? atoi(getenv("REPS")) : 10;
-        for (int c = 0; c < 2; c++)
+        const int only_c = getenv("CAUSAL") ? atoi(getenv("CAUSAL")) : -1; /* 0 / 1: full / causal only */
+        for (int c = 0; c < 2; c++) {
+            if (only_c >= 0 && c != only_c) continue;
             for (int i = 0; i < nS; i++) fails += run_problem(perf_shape(Ss[i], c), -1, reps);
+        }
     } else if (!strcmp(mode, "one") && argc > 4) {
         fails += run_problem(perf_shape(atoi(argv[2]), atoi(argv[3])), atoi(argv[4]), 10);
     } else if (!strcmp(mode, "edge")) {

@@ -7,7 +7,9 @@ The decisions of the README's counts (bwd_harness.cu -DHD=128 -cubin, this tree)
   lib  (VAR 32):   530 '730:N,c00:N,c80:T,2dc0:N,3800:T,4740:N,4a00:T,4ac0:T,5530:T'
   diet (VAR 7712): 450 '650:N,6a0:T,1470:T,3310:N,3540:T,3f90:N,4270:T,4370:T,4b50:T'
 (a steady full step: not the end, not a tile's first or last, a dQ product deferred, no mask, not
-causal; lib 4a00:N / diet 1470:N,4270:N give the masked causal step)."""
+causal; lib 4a00:N / diet 1470:N,4270:N give the masked causal step). Those decisions are for 60fa81e's
+harness (its lib / diet lists); session 9's D = 256 counts (README "Session 9 (helper h9a)") walked
+bwd_harness.cu -DHD=256 -cubin of c1fd092 (both consumer loops, decisions by hand the same way)."""
 import re, sys, collections
 ins = []
 for line in open(sys.argv[1]):

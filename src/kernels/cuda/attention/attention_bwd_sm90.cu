@@ -22,14 +22,16 @@ static const char att90b_fn[] = "cml_attention_bwd";
  * dev/attention_sm90/README.md: at D = 128 EARLYREL, the Q / dO stage released as soon as dV and dK
  * are done, so that the producer refills it under the dQ hand-off: 0-6% faster, 2% on average;
  * at D = 64 it measured between 1% faster and 12% slower, so D = 64 keeps the session-6 step) and,
- * at both, DIET (session 9), the consumer step's instruction diet: the same bits, the main kernel
- * 3-9% faster at D = 128 and 1-9% at D = 64. */
+ * The D = 64 / 128 consumer step's instruction diet (session 9: the same bits, the main kernel 3-9%
+ * faster at D = 128 and 1-9% at D = 64) is their kernel's only code path; at D = 256 it measured
+ * 8-17% slower at S = 8k-16k without the mask (dev/attention_sm90/README.md, helper h9a), so the
+ * D = 256 kernel has none of it. */
 template <int D> struct att90b_cfg;
 template <> struct att90b_cfg<64> {
-    enum { BM = 128, ST = 2, NDQ = 1, BN = CML_ATT90B_BN, HALVES = 1, VAR = CML_ATT90B_V_DIET };
+    enum { BM = 128, ST = 2, NDQ = 1, BN = CML_ATT90B_BN, HALVES = 1, VAR = 0 };
 };
 template <> struct att90b_cfg<128> {
-    enum { BM = 64, ST = 2, NDQ = 2, BN = CML_ATT90B_BN, HALVES = 1, VAR = CML_ATT90B_V_EARLYREL | CML_ATT90B_V_DIET };
+    enum { BM = 64, ST = 2, NDQ = 2, BN = CML_ATT90B_BN, HALVES = 1, VAR = CML_ATT90B_V_EARLYREL };
 };
 template <> struct att90b_cfg<256> { enum { BM = 64, ST = 1, NDQ = 2, BN = 64, HALVES = 2, VAR = 0 }; };
 

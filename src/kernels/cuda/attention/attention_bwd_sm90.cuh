@@ -15,7 +15,8 @@
  *       (TMA, 128-byte swizzle), then streams (Q, lse2) and (dO, Di) of query tiles of BM rows,
  *       for every query head of the group and every query tile the causal mask lets see the
  *       key block, through a ring of ST stages; each stage carries the step's description
- *       (tile, head, query tile, first / last step of the tile);
+ *       (semaphore index, first key, query tile, first / last step of the tile, mask: decoded
+ *       here, so that the consumers' step has no division);
  *     consumers 0, 1 (setmaxnreg 240): 64 keys each, dK and dV (64 x D f32) in registers;
  *       per step: S^T = K Q^T and dP^T = V dO^T (wgmma, both operands in shared memory),
  *       P^T = exp2(S^T scale log2e - lse2), dS^T = P^T (dP^T - Di), dV += P^T dO and
@@ -94,7 +95,7 @@ typedef struct cml__att90b_params {
 } cml__att90b_params;
 
 /* Kernel variants for the dev harness (dev/attention_sm90/bwd_harness.cu); the library runs VAR = 0
- * at D = 64 and EARLYREL at D = 128 (attention_bwd_sm90.cu, att90b_cfg).
+ * at D = 64 and D = 256 and EARLYREL at D = 128 (attention_bwd_sm90.cu, att90b_cfg).
  *   PROF:      clock64 intervals of the phases of one thread per role, summed per CTA into p.prof;
  *   UNORDERED: dQ partials added with no key-block order (no semaphores): NOT deterministic, only
  *              to measure what the fixed order costs;
@@ -102,27 +103,19 @@ typedef struct cml__att90b_params {
  *              hand-off), except on a tile's last step (K, V stay until its own dQ product);
  *   EXITT:     (session 8) %globaltimer at CTA start and at each consumer's exit into
  *              p.prof[64 blockIdx + 60 .. 62]: how long SMs idle in the kernel's tail.
- *   DECODE, NOMASK, DESC, STSM (session 8, part 3: the consumer step's "instruction diet", DIET =
- *              all four; same products, same bits): DECODE, the producer hands each step
- *              {semaphore index, j0, m, flags | mask} over (no runtime division in the
- *              consumers' step; (b, hk) decoded once a tile, at its end); NOMASK, the P / dS math in an unmasked copy and a masked one,
- *              chosen by the step's uniform mask flag; DESC, each wgmma descriptor's low word built
- *              once per operand base and advanced by a constant (shared addresses < 2^18: the
- *              14-bit start field never carries, so the descriptors are the same); STSM, dS^T
- *              stored by stmatrix.x4 (the accumulator layout is stmatrix's: same bytes, same place).
+ * The consumer step's "instruction diet" (session 8, part 3; measured and made the only code path in
+ * session 9, dev/attention_sm90/README.md; the old code is in git history at 60fa81e): the producer
+ * hands each step {semaphore index, j0, m, flags | mask} over (no runtime division in the consumers'
+ * step; (b, hk) decoded once a tile, at its end); the P / dS math in an unmasked copy and a masked
+ * one, chosen by the step's uniform mask flag; each wgmma descriptor's low word built once per
+ * operand base and advanced by a constant (shared addresses < 2^18: the 14-bit start field never
+ * carries); dS^T stored by stmatrix.x4 (the accumulator layout is stmatrix's).
  * Session 8 also measured the dQ conversion fused into the dQ writers (FUSEDQ) and a per-warp
  * stage release (QDWARP): both slower, kept as dev/attention_sm90/s8_fusedq.patch.
  * Session 7 also measured FlashAttention-3's intra-warpgroup overlap (S^T and dP^T as two groups,
  * the deferred dQ product first) and no ping-pong as variants here: none was faster
  * (dev/attention_sm90/README.md, session 7; their code is in git history at 475ee1f). */
 enum { CML_ATT90B_V_PROF = 1, CML_ATT90B_V_UNORDERED = 2, CML_ATT90B_V_EARLYREL = 32, CML_ATT90B_V_EXITT = 256 };
-enum {
-    CML_ATT90B_V_DECODE = 512,
-    CML_ATT90B_V_NOMASK = 1024,
-    CML_ATT90B_V_DESC = 2048,
-    CML_ATT90B_V_STSM = 4096,
-    CML_ATT90B_V_DIET = CML_ATT90B_V_DECODE | CML_ATT90B_V_NOMASK | CML_ATT90B_V_DESC | CML_ATT90B_V_STSM
-};
 
 /* Phase timer (VAR & PROF): lap(slot) adds the cycles since the last lap to counter slot. */
 template <int VAR>
@@ -170,10 +163,13 @@ struct cml__att90b_smem {
     };
 };
 
-/* Step flags in a step description (int4 {tile, h, m, flags}). */
-enum { CML_ATT90B_FIRST = 1, CML_ATT90B_LAST = 2 };
-/* VAR & DECODE: the description is {semaphore index, j0, m, flags | MASK (the step needs the mask)} */
-enum { CML_ATT90B_MASK = 4 };
+/* A step description: int4 {semaphore index (b Hq + h) n_qt + m of the query tile, first key j0 of the
+ * work tile, query tile m, flags}; flags: the tile's first / last step, MASK (the step needs the
+ * mask: keys past S_kv or the causal diagonal). D = 256 (attention_bwd_sm90_d256.cuh) gets
+ * {head-major tile number g n_kb + n_kb - 1 - n, h, m, first / last} and decodes it in its consumers:
+ * the decoded form measured up to 10% slower there without the mask at S = 8k-16k (session 9, helper
+ * h9a: faster consumers queue on the ordered dQ adds; dev/attention_sm90/README.md). */
+enum { CML_ATT90B_FIRST = 1, CML_ATT90B_LAST = 2, CML_ATT90B_MASK = 4 };
 
 /* Work tile -> (key block n, kv head g = b H_kv + hk). The kv heads go in groups of
  * 2^p.hshift (a divisor of B H_kv); inside a group the tiles are numbered key block major,
@@ -469,12 +465,12 @@ static __device__ __forceinline__ void cml__att90b_produce(const CUtensorMap *ma
                 if (it >= ST) cml__mbar_wait(&qd_empty[s], (it / ST - 1) & 1); /* step it - ST is done with it */
                 pf.lap(57);
                 if (h == h_end - 1 && m == p.n_qt - 1) flags |= CML_ATT90B_LAST;
-                if (VAR & CML_ATT90B_V_DECODE) { /* the consumers' decode, done here (off their chain) */
+                if (D == 256) { /* the D = 256 consumers decode the step themselves (session 9: see the step flags) */
+                    meta[s] = make_int4(g * p.n_kb + p.n_kb - 1 - n, h, m, flags);
+                } else { /* the step decoded here, off the consumers' chain */
                     const int idx = (b * p.Hq + h) * p.n_qt + m, i0 = m * BM, off = p.Sk - p.Sq;
                     const bool mask = j0 + BN > p.Sk || (p.causal && i0 < j0 + BN - 1 - off);
                     meta[s] = make_int4(idx, j0, m, flags | (mask ? CML_ATT90B_MASK : 0));
-                } else {
-                    meta[s] = make_int4(g * p.n_kb + p.n_kb - 1 - n, h, m, flags);
                 }
                 flags = 0;
                 const int row = ((b * p.Hq + h) * p.n_qt + m) * BM; /* < 2^31: checked on the host */
@@ -538,8 +534,9 @@ static __device__ __forceinline__ void cml__att90b_write_dq(const cml__att90b_pa
     cml__bulk_wait<0>();
 }
 
-/* acc (64 x N) = A B^T over the head dim, both K-major in shared memory: a_addr the consumer's 64
- * rows of a tile of A_ROWS rows, b_addr a tile of N rows (D / 64 column blocks each). */
+/* D = 256's consumers (attention_bwd_sm90_d256.cuh), descriptors built per wgmma:
+ * acc (64 x N) = A B^T over the head dim, both K-major in shared memory: a_addr the consumer's 64
+ * rows of a tile of A_ROWS rows, b_addr a tile of N rows (D / 64 column blocks each); */
 template <int DT, int D, int N, int A_ROWS>
 static __device__ __forceinline__ void cml__att90b_mma_nt(float *acc, uint32_t a_addr, uint32_t b_addr) {
 #pragma unroll
@@ -562,24 +559,10 @@ static __device__ __forceinline__ void cml__att90b_mma_rs(float *acc, const uint
     }
 }
 
-/* dQ block (64 x 64) = dS K over the BN keys: dS^T (BN x BM, keys as rows) read M-major, K
- * (BN x D) N-major; a_addr / b_addr the consumer's column block of each. */
-template <int DT>
-static __device__ __forceinline__ void cml__att90b_mma_dq(float *acc, uint32_t a_addr, uint32_t b_addr) {
-    const int BN = CML_ATT90B_BN;
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; kk++) {
-        const uint64_t da = cml__wgmma_desc(a_addr + kk * 16 * 128, BN * 128, 1024);
-        const uint64_t db = cml__wgmma_desc(b_addr + kk * 16 * 128, BN * 128, 1024);
-        if (DT == CML_ATT90_BF16) cml__wgmma_m64n64k16_bf16<1, 1>(acc, da, db, kk > 0);
-        else cml__wgmma_m64n64k16_f16<1, 1>(acc, da, db, kk > 0);
-    }
-}
-
-/* VAR & DESC: a wgmma descriptor's low word (start address >> 4 | leading byte offset >> 4 << 16) for
- * an operand base, and the descriptor of base + off from it: the bits of cml__wgmma_desc(base + off,
+/* A wgmma descriptor's low word (start address >> 4 | leading byte offset >> 4 << 16) for an operand
+ * base, built once, and the descriptor of base + off from it: the bits of cml__wgmma_desc(base + off,
  * lbo, 1024), since base + off < 2^18 (a shared address) never carries out of the 14-bit start
- * field. The per-wgmma work becomes one add of a constant (the high word is a constant). */
+ * field. The per-wgmma work is one add of a constant (the high word is a constant). */
 static __device__ __forceinline__ uint32_t cml__att90b_desc_lo(uint32_t addr, uint32_t lbo) {
     return (uint32_t)cml__wgmma_desc(addr, lbo, 1024);
 }
@@ -587,9 +570,14 @@ static __device__ __forceinline__ uint64_t cml__att90b_desc_at(uint32_t lo, uint
     return (cml__wgmma_desc(0, 0, 1024) & 0xFFFFFFFF00000000ull) | (uint64_t)(lo + (off >> 4));
 }
 
-/* cml__att90b_mma_nt, _rs, _dq with prebuilt low words (VAR & DESC): a_lo, b_lo from
- * cml__att90b_desc_lo of the same base addresses, leading byte offsets 16 (nt), BM 128 (rs), BN 128
- * (dq); the same wgmmas on the same descriptors. */
+/* The consumers' products, operands by descriptor low word (cml__att90b_desc_lo of the base address;
+ * leading byte offsets 16 (nt), BM 128 (rs), BN 128 (dq)):
+ * nt: acc (64 x N) = A B^T over the head dim, both K-major in shared memory: a_lo the consumer's 64
+ *     rows of a tile of A_ROWS rows, b_lo a tile of N rows (D / 64 column blocks each);
+ * rs: acc (64 x D) += A B over BM queries: A from registers (a[4 kk .. 4 kk + 3] per 16 queries, the
+ *     accumulator layout of a 64 x BM tile), B (BM x D) N-major in shared memory;
+ * dq: dQ block (64 x 64) = dS K over the BN keys: dS^T (BN x BM, keys as rows) read M-major, K (BN x D)
+ *     N-major; a_lo / b_lo the consumer's column block of each. */
 template <int DT, int D, int N, int A_ROWS>
 static __device__ __forceinline__ void cml__att90b_mma_nt_lo(float *acc, uint32_t a_lo, uint32_t b_lo) {
 #pragma unroll
@@ -620,10 +608,10 @@ static __device__ __forceinline__ void cml__att90b_mma_dq_lo(float *acc, uint32_
 
 /* P^T and dS^T from S^T, dP^T (accumulator layout: register 4q + 2r + e is key row r (a or b)
  * of the thread, query column 8q + 2 (lane % 4) + e), as 16-bit A fragments pa, ds. */
-template <int DT, int BM, int MASKED = 2> /* 2: masked where mask says; 0 / 1 (VAR & NOMASK): never / always */
+template <int DT, int BM, int MASKED> /* 1: keys past Sk and above the causal diagonal zeroed; 0: no mask */
 static __device__ __forceinline__ void cml__att90b_p_ds(uint32_t *pa, uint32_t *ds, float *st, float *dpt,
-                                                        const float *lse_s, const float *di_s, bool mask, int key_a,
-                                                        int qcol0, int Sk, int causal, int off, float scale_log2) {
+                                                        const float *lse_s, const float *di_s, int key_a, int qcol0,
+                                                        int Sk, int causal, int off, float scale_log2) {
 #pragma unroll
     for (int q = 0; q < BM / 8; q++) {
         const int col = 8 * q + qcol0;
@@ -634,7 +622,7 @@ static __device__ __forceinline__ void cml__att90b_p_ds(uint32_t *pa, uint32_t *
             for (int e = 0; e < 2; e++) {
                 const int idx = 4 * q + 2 * r + e;
                 float pv = cml__att90_ex2(fmaf(st[idx], scale_log2, -(e ? l2.y : l2.x)));
-                if (MASKED == 2 ? mask : MASKED == 1) {
+                if (MASKED) {
                     /* positions relative to the query tile's first row i0 (key_a and Sk come shifted) */
                     const int key = key_a + 8 * r, qi = col + e;
                     if (key >= Sk || (causal && key > qi + off)) pv = 0.0f;
@@ -649,7 +637,8 @@ static __device__ __forceinline__ void cml__att90b_p_ds(uint32_t *pa, uint32_t *
     }
 }
 
-/* dS^T rows key_loc, key_loc + 8 of the tile (BN rows, BM / 64 column blocks, 128-byte swizzle). */
+/* dS^T rows key_loc, key_loc + 8 of the tile (BN rows, BM / 64 column blocks, 128-byte swizzle), one
+ * STS.32 per register (D = 256's consumer 1). */
 template <int BM>
 static __device__ __forceinline__ void cml__att90b_store_ds(uint8_t *dsb, const uint32_t *ds, int key_loc, int lane) {
     const int BN = CML_ATT90B_BN;
@@ -662,11 +651,12 @@ static __device__ __forceinline__ void cml__att90b_store_ds(uint8_t *dsb, const 
     }
 }
 
-/* VAR & STSM: the same bytes as cml__att90b_store_ds by stmatrix.x4 (4 per 32 query columns instead of
- * 16 STS.32). ds[2q], ds[2q + 1] are the 8 x 8 blocks (rows key0 .. key0 + 7 resp. + 8 .. + 15, key0 =
- * key_loc - lane / 4, columns 8q ..) in stmatrix's fragment layout (row lane / 4, columns 2 (lane % 4),
- * + 1); lane t gives the row address of block t / 8 of the four (q, q + 1 with q even: one 16-byte
- * chunk each, the same 128-byte swizzle: chunk (q % 8 + t / 16) ^ (row % 8) = (q % 8) ^ (t / 16 ^ t % 8)). */
+/* The same bytes by stmatrix.x4, 4 per 32 query columns (D = 64 / 128; 128-byte swizzle: 16-byte
+ * chunk c of row j at chunk c ^ (j % 8)). ds[2q], ds[2q + 1]
+ * are the 8 x 8 blocks (rows key0 .. key0 + 7 resp. + 8 .. + 15, key0 = key_loc - lane / 4, columns
+ * 8q ..) in stmatrix's fragment layout (row lane / 4, columns 2 (lane % 4), + 1); lane t gives the
+ * row address of block t / 8 of the four (q, q + 1 with q even: one 16-byte chunk each; chunk
+ * (q % 8 + t / 16) ^ (row % 8) = (q % 8) ^ (t / 16 ^ t % 8)). */
 template <int BM>
 static __device__ __forceinline__ void cml__att90b_store_ds_stsm(uint8_t *dsb, const uint32_t *ds, int key_loc, int lane) {
     const int BN = CML_ATT90B_BN;
@@ -702,24 +692,9 @@ static __device__ __forceinline__ void cml__att90b_store_dkv(const cml__att90b_p
 }
 
 /* The dQ partial of step k (BM x D; this consumer's 64 x 64 block) = dS K, issued (not committed)
- * once both consumers' dS^T rows of step k are in buffer k % 2. */
-template <int DT, int D, int BM, int ST, int NDQ>
-static __device__ __forceinline__ void cml__att90b_dq_issue(float *dq, uint8_t *smem, int k, int consumer,
-                                                            uint32_t k_addr) {
-    typedef cml__att90b_smem<D, BM, ST, NDQ> sm;
-    const int BN = CML_ATT90B_BN;
-    uint64_t *ds_full = (uint64_t *)(smem + sm::off_bar) + 1 + 3 * ST + 2 * NDQ;
-    const int buf = k & 1;
-    const int mrow0 = cml__att90b_mrow0<D, BM>(consumer), ncol0 = cml__att90b_ncol0<D, BM>(consumer);
-    cml__mbar_wait(&ds_full[buf], (k >> 1) & 1); /* both consumers' dS^T rows of step k */
-    cml__wgmma_fence();
-    cml__att90b_mma_dq<DT>(dq, cml__smem_addr(smem + sm::off_ds + buf * sm::ds_bytes) + (mrow0 / 64) * BN * 128,
-                           k_addr + (ncol0 / 64) * BN * 128);
-}
-
-/* cml__att90b_dq_issue with prebuilt descriptor words (VAR & DESC): ds_lo of dS^T buffer 0's block
- * (mrow0 / 64) (buffer 1 is ds_bytes further), k_lo of K's block (ncol0 / 64), both leading byte
- * offset BN 128. */
+ * once both consumers' dS^T rows of step k are in buffer k % 2: ds_lo the descriptor word of dS^T
+ * buffer 0's block (mrow0 / 64) (buffer 1 is ds_bytes further), k_lo of K's block (ncol0 / 64), both
+ * leading byte offset BN 128. */
 template <int DT, int D, int BM, int ST, int NDQ>
 static __device__ __forceinline__ void cml__att90b_dq_issue_lo(float *dq, uint8_t *smem, int k, uint32_t ds_lo,
                                                                uint32_t k_lo) {
@@ -766,8 +741,6 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
     typedef cml__att90b_smem<D, BM, ST, NDQ> sm;
     const int BN = CML_ATT90B_BN;
     const bool EARLYREL = (VAR & CML_ATT90B_V_EARLYREL) != 0;
-    const bool DECODE = (VAR & CML_ATT90B_V_DECODE) != 0, NOMASK = (VAR & CML_ATT90B_V_NOMASK) != 0;
-    const bool DESC = (VAR & CML_ATT90B_V_DESC) != 0, STSM = (VAR & CML_ATT90B_V_STSM) != 0;
     extern __shared__ uint8_t cml__att90b_smem_raw[];
     /* aligned by pointer arithmetic on the __shared__ array (not through an integer), so that the
      * compiler keeps knowing the accesses are shared-memory ones (LDS/STS, not generic) */
@@ -814,7 +787,7 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
         const int4 *meta = (const int4 *)(smem + sm::off_meta);
         int4 *dq_meta = (int4 *)(smem + sm::off_dqmeta);
         const float *lse_all = (const float *)(smem + sm::off_lse), *di_all = (const float *)(smem + sm::off_di);
-        /* VAR & DESC: the descriptor words of the fixed operand bases, once */
+        /* the descriptor words of the fixed operand bases, once */
         const uint32_t k_lo = cml__att90b_desc_lo(k_addr + consumer * 64 * 128, 16);
         const uint32_t v_lo = cml__att90b_desc_lo(v_addr + consumer * 64 * 128, 16);
         const uint32_t kdq_lo = cml__att90b_desc_lo(k_addr + (cml__att90b_ncol0<D, BM>(consumer) / 64) * BN * 128, BN * 128);
@@ -847,17 +820,9 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
                 }
                 break;
             }
-            /* the step description carries (g, n) as the head-major tile number g n_kb + n_kb - 1 - n
-             * (VAR & DECODE: {semaphore index, j0, m, flags | mask}, decoded by the producer) */
-            int n = 0, g = 0, b = 0, hk = 0, j0, i0;
-            bool mask;
-            if (DECODE) {
-                j0 = h, i0 = m * BM, mask = (flags & CML_ATT90B_MASK) != 0;
-            } else {
-                n = p.n_kb - 1 - tile % p.n_kb, g = tile / p.n_kb, b = g / p.Hkv, hk = g % p.Hkv;
-                j0 = n * BN, i0 = m * BM;
-                mask = j0 + BN > p.Sk || (p.causal && i0 < j0 + BN - 1 - off);
-            }
+            /* the step description, decoded by the producer: tile = the semaphore index, h = j0 */
+            const int j0 = h, i0 = m * BM;
+            const bool mask = (flags & CML_ATT90B_MASK) != 0;
             const bool last = (flags & CML_ATT90B_LAST) != 0;
             if (flags & CML_ATT90B_FIRST) {
                 cml__mbar_wait(kv_full, tcount & 1); /* this tile's K, V */
@@ -874,12 +839,10 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
             cml__att90_bar_sync(1 + consumer, 256);
             pf.lap(ps + 2);
             cml__wgmma_fence();
-            if (DESC) cml__att90b_mma_nt_lo<DT, D, BM, BN>(st, k_lo, cml__att90b_desc_lo(q_addr, 16));
-            else cml__att90b_mma_nt<DT, D, BM, BN>(st, k_addr + consumer * 64 * 128, q_addr); /* S^T = K Q^T */
+            cml__att90b_mma_nt_lo<DT, D, BM, BN>(st, k_lo, cml__att90b_desc_lo(q_addr, 16)); /* S^T = K Q^T */
             cml__mbar_wait(&do_full[s], (it / ST) & 1); /* dO, Di */
             pf.lap(ps + 3);
-            if (DESC) cml__att90b_mma_nt_lo<DT, D, BM, BN>(dpt, v_lo, cml__att90b_desc_lo(do_addr, 16));
-            else cml__att90b_mma_nt<DT, D, BM, BN>(dpt, v_addr + consumer * 64 * 128, do_addr); /* dP^T = V dO^T */
+            cml__att90b_mma_nt_lo<DT, D, BM, BN>(dpt, v_lo, cml__att90b_desc_lo(do_addr, 16)); /* dP^T = V dO^T */
             cml__wgmma_commit();
             cml__att90_bar_arrive(2 - consumer, 256);
             pf.lap(ps + 4);
@@ -887,23 +850,19 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
             cml__wgmma_reg_fence<BM / 2>(st);
             cml__wgmma_reg_fence<BM / 2>(dpt);
             pf.lap(ps + 5);
-            if (NOMASK && mask) /* the step's mask flag is warp-uniform (shuffled): no divergence */
-                cml__att90b_p_ds<DT, BM, 1>(pa, ds, st, dpt, lse_all + s * BM, di_all + s * BM, true,
-                                            j0 + key_loc - i0, qcol0, p.Sk - i0, p.causal, off, p.scale_log2);
-            else if (NOMASK)
-                cml__att90b_p_ds<DT, BM, 0>(pa, ds, st, dpt, lse_all + s * BM, di_all + s * BM, false, 0, qcol0, 0, 0,
-                                            0, p.scale_log2);
+            if (mask) /* the step's mask flag is warp-uniform (shuffled): no divergence */
+                cml__att90b_p_ds<DT, BM, 1>(pa, ds, st, dpt, lse_all + s * BM, di_all + s * BM, j0 + key_loc - i0, qcol0,
+                                            p.Sk - i0, p.causal, off, p.scale_log2);
             else
-                cml__att90b_p_ds<DT, BM>(pa, ds, st, dpt, lse_all + s * BM, di_all + s * BM, mask, j0 + key_loc - i0,
-                                         qcol0, p.Sk - i0, p.causal, off, p.scale_log2);
+                cml__att90b_p_ds<DT, BM, 0>(pa, ds, st, dpt, lse_all + s * BM, di_all + s * BM, 0, qcol0, 0, 0, 0,
+                                            p.scale_log2);
             pf.lap(ps + 6);
             /* dS^T of this step into buffer it % 2, once both consumers' dQ products of step it - 2
              * are done with it; then published to both (ds_full) */
             const int buf = it & 1;
             if (it >= 2) cml__mbar_wait(&ds_empty[buf], ((it >> 1) - 1) & 1);
             pf.lap(ps + 7);
-            if (STSM) cml__att90b_store_ds_stsm<BM>(smem + sm::off_ds + buf * sm::ds_bytes, ds, key_loc, lane);
-            else cml__att90b_store_ds<BM>(smem + sm::off_ds + buf * sm::ds_bytes, ds, key_loc, lane);
+            cml__att90b_store_ds_stsm<BM>(smem + sm::off_ds + buf * sm::ds_bytes, ds, key_loc, lane);
             cml__fence_proxy_async_smem();
             __syncwarp();
             if (lane == 0) cml__mbar_arrive(&ds_full[buf]);
@@ -915,15 +874,9 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
                 cml__att90_bar_sync(1 + consumer, 256);
                 pf.lap(ps + 9);
                 cml__wgmma_fence();
-                if (DESC) {
-                    cml__att90b_mma_rs_lo<DT, D, BM>(dv, pa, cml__att90b_desc_lo(do_addr, BM * 128));
-                    cml__att90b_mma_rs_lo<DT, D, BM>(dk, ds, cml__att90b_desc_lo(q_addr, BM * 128));
-                    cml__att90b_dq_issue_lo<DT, D, BM, ST, NDQ>(dq, smem, it - 1, ds_lo, kdq_lo);
-                } else {
-                    cml__att90b_mma_rs<DT, D, BM>(dv, pa, do_addr); /* dV += P^T dO */
-                    cml__att90b_mma_rs<DT, D, BM>(dk, ds, q_addr);  /* dK += dS^T Q */
-                    cml__att90b_dq_issue<DT, D, BM, ST, NDQ>(dq, smem, it - 1, consumer, k_addr);
-                }
+                cml__att90b_mma_rs_lo<DT, D, BM>(dv, pa, cml__att90b_desc_lo(do_addr, BM * 128)); /* dV += P^T dO */
+                cml__att90b_mma_rs_lo<DT, D, BM>(dk, ds, cml__att90b_desc_lo(q_addr, BM * 128));  /* dK += dS^T Q */
+                cml__att90b_dq_issue_lo<DT, D, BM, ST, NDQ>(dq, smem, it - 1, ds_lo, kdq_lo);
                 cml__wgmma_commit();
                 cml__att90_bar_arrive(2 - consumer, 256);
                 pf.lap(ps + 10);
@@ -937,13 +890,8 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
                 cml__att90_bar_sync(1 + consumer, 256);
                 pf.lap(ps + 9);
                 cml__wgmma_fence();
-                if (DESC) {
-                    cml__att90b_mma_rs_lo<DT, D, BM>(dv, pa, cml__att90b_desc_lo(do_addr, BM * 128));
-                    cml__att90b_mma_rs_lo<DT, D, BM>(dk, ds, cml__att90b_desc_lo(q_addr, BM * 128));
-                } else {
-                    cml__att90b_mma_rs<DT, D, BM>(dv, pa, do_addr);
-                    cml__att90b_mma_rs<DT, D, BM>(dk, ds, q_addr);
-                }
+                cml__att90b_mma_rs_lo<DT, D, BM>(dv, pa, cml__att90b_desc_lo(do_addr, BM * 128));
+                cml__att90b_mma_rs_lo<DT, D, BM>(dk, ds, cml__att90b_desc_lo(q_addr, BM * 128));
                 cml__wgmma_commit();
                 cml__att90_bar_arrive(2 - consumer, 256);
                 pf.lap(ps + 10);
@@ -951,12 +899,11 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
                 if (EARLYREL && !last) cml__mbar_arrive(&qd_empty[s]);
                 pf.lap(ps + 11);
             }
-            const int idx = DECODE ? tile : (b * p.Hq + h) * p.n_qt + m;
-            const int rank = cml__att90b_rank<BM>(p, m, DECODE ? j0 / BN : n); /* no runtime division */
+            const int idx = tile;
+            const int rank = cml__att90b_rank<BM>(p, m, j0 / BN); /* no runtime division */
             if (last) { /* this step's dQ product too, before K is replaced */
                 float dq2[32];
-                if (DESC) cml__att90b_dq_issue_lo<DT, D, BM, ST, NDQ>(dq2, smem, it, ds_lo, kdq_lo);
-                else cml__att90b_dq_issue<DT, D, BM, ST, NDQ>(dq2, smem, it, consumer, k_addr);
+                cml__att90b_dq_issue_lo<DT, D, BM, ST, NDQ>(dq2, smem, it, ds_lo, kdq_lo);
                 cml__wgmma_commit();
                 cml__wgmma_wait<0>();
                 pf.lap(ps + 15);
@@ -972,10 +919,8 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
             /* Q, dO, lse2, Di of stage s are read; so are K, V when this is the tile's last step */
             if (!EARLYREL || last) cml__mbar_arrive(&qd_empty[s]);
             if (last) {
-                if (DECODE) { /* once a tile: (b, hk) of the semaphore index (b Hq + h) n_qt + m, h in group hk */
-                    const int bh = idx / p.n_qt;
-                    b = bh / p.Hq, hk = bh % p.Hq / p.group;
-                }
+                /* once a tile: (b, hk) of the semaphore index (b Hq + h) n_qt + m, h in group hk */
+                const int bh = idx / p.n_qt, b = bh / p.Hq, hk = bh % p.Hq / p.group;
                 cml__att90b_store_dkv<DT, D>(p, dk, dv, b, hk, j0 + key_loc, qcol0);
                 tcount++;
             }
