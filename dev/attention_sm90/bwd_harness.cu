@@ -156,9 +156,34 @@ enum { LIBV = CML_ATT90B_V_EARLYREL }; /* the library's VAR (attention_bwd_sm90.
 enum { LIBV = 0 };
 #endif
 static const variant VARIANTS[] = {
-#if HD == 256
-    {"lib", launch_main256<LIBV>, 0, 0, 0, 0, 0},
-    {"lib (2)", launch_main256<LIBV>, 0, 0, 0, 0, 0},
+#if HD == 256 && SET == 3
+    /* s9a_d256_diet.patch, helper h9a's call 2: the diet ("new", VAR DIET256) and the kernel before
+     * ("lib", VAR 0) under head interleaves 4 (the library's at D = 256, S >= 2k), 8, 2, 1, 16, without
+     * the key-block order of the dQ adds (unord: NOT deterministic). */
+    {"lib", launch_main256<0>, 0, 0, 0, 0, 0},
+    {"new", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, 0, 0, 0},
+    {"newhg8", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, 8, 0, 0},
+    {"libhg8", launch_main256<0>, 0, 0, 8, 0, 0},
+    {"newhg2", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, 2, 0, 0},
+    {"libhg2", launch_main256<0>, 0, 0, 2, 0, 0},
+    {"newhg1", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, 1, 0, 0},
+    {"libhg1", launch_main256<0>, 0, 0, 1, 0, 0},
+    {"newhg16", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, 16, 0, 0},
+    {"libhg16", launch_main256<0>, 0, 0, 16, 0, 0},
+    {"newunord", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_UNORDERED>, 1, 0, 0, 0, 0},
+    {"libunord", launch_main256<CML_ATT90B_V_UNORDERED>, 1, 0, 0, 0, 0},
+#elif HD == 256
+    /* s9a_d256_diet.patch: the library before the patch ("lib": VAR 0, 4 heads interleaved) against the
+     * patch's ("new": the diet and the D = 256 head interleave, hgroup -1), three times each in turns,
+     * then each change alone (libpol: the interleave alone; diet: the diet alone). */
+    {"lib", launch_main256<0>, 0, 0, 0, 0, 0},
+    {"new", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0},
+    {"lib (2)", launch_main256<0>, 0, 0, 0, 0, 0},
+    {"new (2)", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0},
+    {"lib (3)", launch_main256<0>, 0, 0, 0, 0, 0},
+    {"new (3)", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0},
+    {"libpol", launch_main256<0>, 0, 0, -1, 0, 0},
+    {"diet", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, 0, 0, 0},
 #elif SET == 1
     {"lib", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0},
     {"lib exit", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_EXITT>, 0, 0, 0, 1},
@@ -344,7 +369,12 @@ static int run_problem(shape sh, int only_v, int reps) {
         const variant &var = VARIANTS[vi];
         if (only_v >= 0 && vi != only_v && vi != 0) continue;
         p.hshift = 0;
-        const int hgroup = var.hgroup ? var.hgroup : causal ? 1 : p.n_kb <= 16 ? 8 : 4; /* 0: the library's */
+        /* 0: the library's before s9a_d256_diet.patch; -1: the patch's D = 256 interleave */
+        const int hgroup = var.hgroup > 0 ? var.hgroup
+                           : causal       ? 1
+                           : var.hgroup < 0 ? (p.n_kb <= 32 ? 4 : p.n_kb <= 64 ? 2 : 1)
+                           : p.n_kb <= 16 ? 8
+                                          : 4;
         while ((2 << p.hshift) <= hgroup && (B * Hkv) % (2 << p.hshift) == 0) p.hshift++;
         p.prof = var.prof || var.exitt ? prof : NULL;
         float *tp = (float *)malloc(reps * 4), *tm = (float *)malloc(reps * 4), *tc = (float *)malloc(reps * 4),

@@ -33,7 +33,9 @@ template <> struct att90b_cfg<64> {
 template <> struct att90b_cfg<128> {
     enum { BM = 64, ST = 2, NDQ = 2, BN = CML_ATT90B_BN, HALVES = 1, VAR = CML_ATT90B_V_EARLYREL };
 };
-template <> struct att90b_cfg<256> { enum { BM = 64, ST = 1, NDQ = 2, BN = 64, HALVES = 2, VAR = 0 }; };
+template <> struct att90b_cfg<256> {
+    enum { BM = 64, ST = 1, NDQ = 2, BN = 64, HALVES = 2, VAR = CML_ATT90B_V_DIET256 };
+};
 
 static int att90b_bm(int64_t D) { return D == 64 ? (int)att90b_cfg<64>::BM : (int)att90b_cfg<128>::BM; }
 static int att90b_bn(int64_t D) { return D == 256 ? (int)att90b_cfg<256>::BN : CML_ATT90B_BN; }
@@ -46,7 +48,9 @@ template <int DT, int D> struct att90b_main {
     }
 };
 template <int DT> struct att90b_main<DT, 256> {
-    static decltype(&cml__att90b256_kernel<DT>) get() { return cml__att90b256_kernel<DT>; }
+    static decltype(&cml__att90b256_kernel<DT, att90b_cfg<256>::VAR>) get() {
+        return cml__att90b256_kernel<DT, att90b_cfg<256>::VAR>;
+    }
 };
 
 extern "C" bool cml__attention_bwd_sm90_takes(const cml_ctx *ctx, const cml_attention_desc *d, const void *dQ,
@@ -176,7 +180,10 @@ extern "C" cml_status cml__attention_bwd_sm90(cml_ctx *ctx, const cml_attention_
      * Causal tiles already start staggered; interleaving them only cost L2 reuse (up to -20%). */
     p.hshift = 0;
     if (!p.causal) {
-        const int want = p.n_kb <= 16 ? 3 : 2;
+        /* D = 256 (BN 64): 4 heads up to 32 key blocks, 2 up to 64, 1 beyond: with 4 heads its (faster,
+         * session-9) consumers queue on the ordered dQ adds from S = 8k on (dev/attention_sm90/README.md,
+         * "Session 9 (helper h9a)" and "Session 9: the D = 256 diet confirmed") */
+        const int want = D == 256 ? (p.n_kb <= 32 ? 2 : p.n_kb <= 64 ? 1 : 0) : p.n_kb <= 16 ? 3 : 2;
         while (p.hshift < want && (d->B * d->H_kv) % (2 << p.hshift) == 0) p.hshift++;
     }
     p.scale = d->scale;

@@ -116,6 +116,8 @@ typedef struct cml__att90b_params {
  * the deferred dQ product first) and no ping-pong as variants here: none was faster
  * (dev/attention_sm90/README.md, session 7; their code is in git history at 475ee1f). */
 enum { CML_ATT90B_V_PROF = 1, CML_ATT90B_V_UNORDERED = 2, CML_ATT90B_V_EARLYREL = 32, CML_ATT90B_V_EXITT = 256 };
+/* s9a_d256_diet.patch: the D = 64 / 128 instruction diet in the D = 256 kernel (attention_bwd_sm90_d256.cuh) */
+enum { CML_ATT90B_V_DIET256 = 512 };
 
 /* Phase timer (VAR & PROF): lap(slot) adds the cycles since the last lap to counter slot. */
 template <int VAR>
@@ -465,7 +467,7 @@ static __device__ __forceinline__ void cml__att90b_produce(const CUtensorMap *ma
                 if (it >= ST) cml__mbar_wait(&qd_empty[s], (it / ST - 1) & 1); /* step it - ST is done with it */
                 pf.lap(57);
                 if (h == h_end - 1 && m == p.n_qt - 1) flags |= CML_ATT90B_LAST;
-                if (D == 256) { /* the D = 256 consumers decode the step themselves (session 9: see the step flags) */
+                if (D == 256 && !(VAR & CML_ATT90B_V_DIET256)) { /* the D = 256 consumers decode the step themselves (session 9: see the step flags) */
                     meta[s] = make_int4(g * p.n_kb + p.n_kb - 1 - n, h, m, flags);
                 } else { /* the step decoded here, off the consumers' chain */
                     const int idx = (b * p.Hq + h) * p.n_qt + m, i0 = m * BM, off = p.Sk - p.Sq;

@@ -73,6 +73,46 @@ static __device__ __forceinline__ void cml__att90b256_mma_dq(float *acc, uint32_
     }
 }
 
+/* cml__att90b256_mma_dq with prebuilt descriptor low words (VAR & DIET256; cml__att90b_desc_lo of the same
+ * base addresses, leading byte offset 64 128): the same wgmmas on the same descriptors. */
+template <int DT>
+static __device__ __forceinline__ void cml__att90b256_mma_dq_lo(float *acc, uint32_t ds_lo, uint32_t k_lo) {
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        const uint64_t da = cml__att90b_desc_at(ds_lo, kk * 16 * 128), db = cml__att90b_desc_at(k_lo, kk * 16 * 128);
+        if (DT == CML_ATT90_BF16) cml__wgmma_m64n128k16_bf16<1, 1>(acc, da, db, kk > 0);
+        else cml__wgmma_m64n128k16_f16<1, 1>(acc, da, db, kk > 0);
+    }
+}
+
+/* P^T = exp2(S^T scale log2e - lse2) in place (register 4q + 2r + e: key row r of the thread, query
+ * 8q + qcol0 + e) and as 16-bit A fragments; MASKED = 1 zeroes keys at or past Sk_rel and, causal,
+ * keys above the diagonal (positions relative to the query tile's first row), MASKED = 0 masks
+ * nothing (VAR & DIET256: the copy is chosen by the step's warp-uniform mask flag). */
+template <int DT, int MASKED>
+static __device__ __forceinline__ void cml__att90b256_p(float *sp, uint32_t *frag, const float *lse_s, int qcol0,
+                                                        int key_a, int Sk_rel, int causal, int off, float scale_log2) {
+#pragma unroll
+    for (int q = 0; q < 8; q++) {
+        const int col = 8 * q + qcol0;
+        const float2 l2 = *(const float2 *)(lse_s + col);
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int idx = 4 * q + 2 * r + e;
+                float pv = cml__att90_ex2(fmaf(sp[idx], scale_log2, -(e ? l2.y : l2.x)));
+                if (MASKED) {
+                    const int key = key_a + 8 * r, qi = col + e;
+                    if (key >= Sk_rel || (causal && key > qi + off)) pv = 0.0f;
+                }
+                sp[idx] = pv;
+            }
+        frag[2 * q] = cml__att90_pack<DT>(sp[4 * q], sp[4 * q + 1]);
+        frag[2 * q + 1] = cml__att90_pack<DT>(sp[4 * q + 2], sp[4 * q + 3]);
+    }
+}
+
 /* Rows key, key + 8 of a 64 x 256 accumulator (dV, or dK with scale) to 16-bit global memory;
  * rows past S_kv skipped. */
 template <int DT>
@@ -90,11 +130,18 @@ static __device__ __forceinline__ void cml__att90b256_store_rows(uint16_t *base,
     }
 }
 
-/* One consumer warpgroup (ROLE 0: S^T, P^T, dV, dQ half 0; ROLE 1: dP^T, dS^T, dK, dQ half 1). */
-template <int DT, int ROLE>
+/* One consumer warpgroup (ROLE 0: S^T, P^T, dV, dQ half 0; ROLE 1: dP^T, dS^T, dK, dQ half 1).
+ * VAR & DIET256 (the library's D = 256 kernel from session 9, dev/attention_sm90/README.md "Session 9 (helper h9a)"): the
+ * D = 64 / 128 kernel's instruction diet (same products, same bits): DECODE, the producer hands each
+ * step {semaphore index, j0, m, flags | mask} over (no division in the step; (b, hk) decoded once a
+ * tile, at its end); NOMASK, P^T in an unmasked and a masked copy chosen by the uniform mask flag;
+ * DESC, every wgmma descriptor's low word built once (one stage: every operand base is fixed); STSM,
+ * dS^T stored by stmatrix.x4 (4 instead of 16 STS.32). */
+template <int DT, int ROLE, int VAR>
 static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_params &p, uint8_t *smem) {
     typedef cml__att90b256_sm sm;
     const int BN = 64, BM = 64;
+    const bool DECODE = (VAR & CML_ATT90B_V_DIET256) != 0, NOMASK = DECODE, DESC = DECODE, STSM = DECODE;
     uint64_t *bars = (uint64_t *)(smem + sm::off_bar);
     uint64_t *kv_full = bars, *q_full = bars + 1, *do_full = bars + 2, *qd_empty = bars + 3;
     uint64_t *dq_full = bars + 4 + ROLE, *dq_empty = bars + 6 + ROLE;
@@ -106,6 +153,13 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
     const uint32_t k_addr = cml__smem_addr(smem + sm::off_k), v_addr = cml__smem_addr(smem + sm::off_v);
     const uint32_t q_addr = cml__smem_addr(smem + sm::off_q), do_addr = cml__smem_addr(smem + sm::off_do);
     const uint32_t ds_addr = cml__smem_addr(smem + sm::off_ds);
+    /* VAR & DIET256: the descriptor low words of every operand, once (S^T / dP^T: leading byte offset
+     * 16; dV / dK's B and the dQ half's operands: 64 128) */
+    const uint32_t nt_a_lo = cml__att90b_desc_lo(ROLE == 0 ? k_addr : v_addr, 16);
+    const uint32_t nt_b_lo = cml__att90b_desc_lo(ROLE == 0 ? q_addr : do_addr, 16);
+    const uint32_t rs_b_lo = cml__att90b_desc_lo(ROLE == 0 ? do_addr : q_addr, BM * 128);
+    const uint32_t dq_a_lo = cml__att90b_desc_lo(ds_addr, BN * 128);
+    const uint32_t dq_b_lo = cml__att90b_desc_lo(k_addr + ROLE * 2 * BN * 128, BN * 128);
     const int4 *meta = (const int4 *)(smem + sm::off_meta);
     int4 *dq_meta = (int4 *)(smem + sm::off_dqmeta) + ROLE;
     const float *lse_s = (const float *)(smem + sm::off_lse), *di_s = (const float *)(smem + sm::off_di);
@@ -128,9 +182,17 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
             if (lane == 0) cml__mbar_arrive(dq_full);
             break;
         }
-        const int n = p.n_kb - 1 - tile % p.n_kb, g = tile / p.n_kb, b = g / p.Hkv, hk = g % p.Hkv;
-        const int j0 = n * BN, i0 = m * BM;
-        const bool mask = j0 + BN > p.Sk || (p.causal && i0 < j0 + BN - 1 - off);
+        /* DECODE: tile = the semaphore index (b Hq + h) n_qt + m of the query tile, h = j0 */
+        int n, b = 0, hk = 0, j0, i0;
+        bool mask;
+        if (DECODE) {
+            j0 = h, n = (int)((unsigned)j0 / BN), i0 = m * BM, mask = (flags & CML_ATT90B_MASK) != 0;
+        } else {
+            const int g = tile / p.n_kb;
+            n = p.n_kb - 1 - tile % p.n_kb, b = g / p.Hkv, hk = g % p.Hkv;
+            j0 = n * BN, i0 = m * BM;
+            mask = j0 + BN > p.Sk || (p.causal && i0 < j0 + BN - 1 - off);
+        }
         const bool last = (flags & CML_ATT90B_LAST) != 0;
         if (flags & CML_ATT90B_FIRST) {
             cml__mbar_wait(kv_full, tcount & 1); /* this tile's K, V */
@@ -141,11 +203,18 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
         uint32_t frag[16]; /* P^T or dS^T as 16-bit A fragments */
         if (ROLE == 1) cml__mbar_wait(do_full, ph);
         cml__wgmma_fence();
-        cml__att90b_mma_nt<DT, 256, 64, 64>(sp, ROLE == 0 ? k_addr : v_addr, ROLE == 0 ? q_addr : do_addr);
+        if (DESC) cml__att90b_mma_nt_lo<DT, 256, 64, 64>(sp, nt_a_lo, nt_b_lo);
+        else cml__att90b_mma_nt<DT, 256, 64, 64>(sp, ROLE == 0 ? k_addr : v_addr, ROLE == 0 ? q_addr : do_addr);
         cml__wgmma_commit();
         cml__wgmma_wait<0>();
         cml__wgmma_reg_fence<32>(sp);
         if (ROLE == 0) {
+            if (NOMASK && mask) /* warp-uniform (shuffled): no divergence */
+                cml__att90b256_p<DT, 1>(sp, frag, lse_s, qcol0, j0 + key_loc - i0, p.Sk - i0, p.causal, off,
+                                        p.scale_log2);
+            else if (NOMASK)
+                cml__att90b256_p<DT, 0>(sp, frag, lse_s, qcol0, 0, 0, 0, 0, p.scale_log2);
+            else {
             const int key_a = j0 + key_loc - i0, Sk_rel = p.Sk - i0; /* positions relative to the query tile */
 #pragma unroll
             for (int q = 0; q < 8; q++) {
@@ -166,6 +235,7 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
                 frag[2 * q] = cml__att90_pack<DT>(sp[4 * q], sp[4 * q + 1]);
                 frag[2 * q + 1] = cml__att90_pack<DT>(sp[4 * q + 2], sp[4 * q + 3]);
             }
+            }
             /* P^T (f32) for consumer 1, in this thread's fragment order (conflict-free float4s) */
             if (it > 0) cml__mbar_wait(p_empty, (it - 1) & 1);
 #pragma unroll
@@ -173,7 +243,8 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
             cml__mbar_arrive(p_full);
             cml__mbar_wait(do_full, ph);
             cml__wgmma_fence();
-            cml__att90b_mma_rs<DT, 256, 64>(acc, frag, do_addr); /* dV += P^T dO */
+            if (DESC) cml__att90b_mma_rs_lo<DT, 256, 64>(acc, frag, rs_b_lo);
+            else cml__att90b_mma_rs<DT, 256, 64>(acc, frag, do_addr); /* dV += P^T dO */
             cml__wgmma_commit();
         } else {
             float pp[32];
@@ -199,17 +270,21 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
             }
             /* dS^T for both dQ halves, once both consumers' dQ products of the last step read it */
             if (it > 0) cml__mbar_wait(ds_empty, (it - 1) & 1);
-            cml__att90b_store_ds<64>(smem + sm::off_ds, frag, key_loc, lane);
+            if (STSM) cml__att90b_store_ds_stsm<64>(smem + sm::off_ds, frag, key_loc, lane);
+            else cml__att90b_store_ds<64>(smem + sm::off_ds, frag, key_loc, lane);
             cml__fence_proxy_async_smem();
+            if (STSM) __syncwarp(); /* the warp's stmatrix wrote other lanes' rows: all fenced first */
             cml__mbar_arrive(ds_full);
             cml__wgmma_fence();
-            cml__att90b_mma_rs<DT, 256, 64>(acc, frag, q_addr); /* dK += dS^T Q */
+            if (DESC) cml__att90b_mma_rs_lo<DT, 256, 64>(acc, frag, rs_b_lo);
+            else cml__att90b_mma_rs<DT, 256, 64>(acc, frag, q_addr); /* dK += dS^T Q */
             cml__wgmma_commit();
         }
         float dq[64];
         cml__mbar_wait(ds_full, ph); /* every row of dS^T is written */
         cml__wgmma_fence();
-        cml__att90b256_mma_dq<DT>(dq, ds_addr, k_addr + ROLE * 2 * BN * 128);
+        if (DESC) cml__att90b256_mma_dq_lo<DT>(dq, dq_a_lo, dq_b_lo);
+        else cml__att90b256_mma_dq<DT>(dq, ds_addr, k_addr + ROLE * 2 * BN * 128);
         cml__wgmma_commit();
         /* Q, dO, lse2, Di are read once dV / dK are done: the next step's loads overlap the dQ
          * product; K (read by it) stays until the tile's last step is released, after it */
@@ -230,11 +305,16 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
         for (int q = 0; q < 16; q++)
             dqs[(q % 8) * 256 + (q / 8) * 128 + t] = make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
         if (t == 0)
-            *dq_meta = make_int4(((b * p.Hq + h) * p.n_qt + m) * 2 + ROLE, cml__att90b_rank<64, 64>(p, m, n), 0, 0);
+            *dq_meta = make_int4((DECODE ? tile : (b * p.Hq + h) * p.n_qt + m) * 2 + ROLE,
+                                 cml__att90b_rank<64, 64>(p, m, n), 0, 0);
         cml__fence_proxy_async_smem();
         __syncwarp();
         if (lane == 0) cml__mbar_arrive(dq_full);
         if (last) {
+            if (DECODE) { /* once a tile: (b, hk) of the semaphore index (b Hq + h) n_qt + m, h in group hk */
+                const int bh = tile / p.n_qt;
+                b = bh / p.Hq, hk = bh % p.Hq / p.group;
+            }
             if (ROLE == 0)
                 cml__att90b256_store_rows<DT>((uint16_t *)p.dV + b * p.dv_s[0] + hk * p.dv_s[2], p.dv_s[1], acc,
                                               j0 + key_loc, p.Sk, qcol0, 1.0f);
@@ -281,8 +361,8 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
             cml__att90b_write_dq<256, 64, 1, 2, VAR>(p, smem, threadIdx.x / 32 - 1);
     } else {
         cml__regs_alloc<CML_ATT90B_CONSUMER_REGS>();
-        if (__shfl_sync(0xffffffffu, wg, 0) == 1) cml__att90b256_consume<DT, 0>(p, smem);
-        else cml__att90b256_consume<DT, 1>(p, smem);
+        if (__shfl_sync(0xffffffffu, wg, 0) == 1) cml__att90b256_consume<DT, 0, VAR>(p, smem);
+        else cml__att90b256_consume<DT, 1, VAR>(p, smem);
     }
 #endif
 }
