@@ -558,11 +558,47 @@ static void test_sm90_configs(void) {
                     CHECK_MSG(path_counts[0] == before + 1, "forced config %dx%dx%d c%d g%d did not run on sm90",
                               cfg.rows, cfg.bn, cfg.splits, cfg.cluster, cfg.group_m);
                     forced++;
+                    if (cfg.bn == 192 && cfg.rows == 128) { /* these few tiles take the 5-stage ring: also 4 */
+                        cml__gemm_sm90_force_deep(0);
+                        const unsigned long long deep_before = cml__gemm_sm90_deep_launches();
+                        run_case(&g, 1);
+                        CHECK_MSG(cml__gemm_sm90_deep_launches() == deep_before,
+                                  "forced config %dx%dx%d: the 5-stage ring ran while forced off", cfg.rows, cfg.bn,
+                                  cfg.splits);
+                        cml__gemm_sm90_force_deep(-1);
+                        forced++;
+                    }
                 }
         cml__gemm_sm90_force_config(NULL);
     }
     printf("  %d forced configurations\n", forced);
     CHECK_MSG(forced >= (under_sanitizer() ? 8 : 40), "only %d configurations were valid", forced);
+    /* the 192-wide tile's 5-stage ring (at most 2 tiles a CTA, gemm_sm90.cu) with long K: every op
+     * pair (TMA-aligned, so none is repacked), clusters of 1 and 2, a K split, edge tiles, a batch,
+     * bias + GELU; each must have launched it */
+    static const int64_t deep[][7] = {/* op_a, op_b, M, N, K, splits, cluster */
+                                      {0, 1, 200, 450, 2104, 1, 1},
+                                      {1, 0, 264, 400, 2600, 1, 2},
+                                      {0, 0, 300, 200, 4104, 2, 1},
+                                      {1, 1, 136, 392, 2056, 1, 2}};
+    for (int i = 0; i < 4; i++) {
+        if (under_sanitizer() && i > 1) continue;
+        gemm_case g = gemm_case_make((cml_op)deep[i][0], (cml_op)deep[i][1], deep[i][2], deep[i][3], deep[i][4],
+                                     i == 1 ? 2 : 1);
+        g.a_dtype = g.b_dtype = g.d_dtype = CML_BF16;
+        if (i == 0) {
+            g.bias = true;
+            g.epilogue = CML_EPILOGUE_GELU_TANH;
+        }
+        const cml__gemm_sm90_config cfg = {192, (int)deep[i][5], (int)deep[i][6], 16, 128};
+        cml__gemm_sm90_force_config(&cfg);
+        const unsigned long long before = cml__gemm_sm90_deep_launches();
+        run_case(&g, 1);
+        CHECK_MSG(cml__gemm_sm90_deep_launches() > before,
+                  "%lldx%lldx%lld (192 wide, %lld splits, c%lld) did not run the 5-stage ring", (long long)g.M,
+                  (long long)g.N, (long long)g.K, (long long)deep[i][5], (long long)deep[i][6]);
+    }
+    cml__gemm_sm90_force_config(NULL);
     for (int ops = 0; ops < 4; ops++) { /* repacked operands: still the sm90 path */
         gemm_case g = gemm_case_make((cml_op)(ops & 1), (cml_op)(ops >> 1), 129, 65, 77, 2);
         g.a_dtype = g.b_dtype = g.d_dtype = CML_BF16;

@@ -117,6 +117,11 @@ cml__gemm_sm90_config cml__gemm_sm90_estimate_config(const cml_ctx *ctx, const c
  * is valid for the problem; NULL goes back to the table and the estimate. Process-wide, not
  * thread-safe: only for single-threaded tools. */
 void cml__gemm_sm90_force_config(const cml__gemm_sm90_config *cfg);
+/* For tests: how many launches so far ran the 192-wide tile with the 5-stage ring (gemm_sm90.cu,
+ * deep_ring), and forcing that ring on every 192-wide, 128-row tile (mode 1), on none (0), or back to
+ * the plan's rule (-1). Process-wide, like cml__gemm_sm90_force_config. */
+unsigned long long cml__gemm_sm90_deep_launches(void);
+void cml__gemm_sm90_force_deep(int mode);
 /* The grouped form of the sm90 path: every problem in one persistent launch. */
 bool cml__gemm_sm90_grouped_takes(const cml_ctx *ctx, const cml_gemm_desc *descs, int64_t count, void *const *D,
                                   const void *const *A, const void *const *B, const void *const *C);

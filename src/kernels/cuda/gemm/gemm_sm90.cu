@@ -441,6 +441,41 @@ static cml_status pack_operand(cml_ctx *ctx, const void *src, cml_op op, int64_t
     return cml__cuda_check_launch(fn, "gemm_sm90_repack", tr ? "transpose" : "copy", tiles * copies, blocks, 256);
 }
 
+/* The 192-wide, 128-row tile's ring: 5 stages instead of 4 where the grid runs at most 2 tiles a CTA.
+ * The fifth stage leaves room for only one 64 x 64 TMA-store block a consumer (three epilogue rounds a
+ * tile instead of one). Measured (dev/gemm_sm90/README.md, session 9; A/B in one device call, H100):
+ * +1.4 to +3.6% on the GPT-2 shapes of 1-2 tiles a CTA at K = 768 to 8192 (8192 x 768 x 768, 8192 x
+ * 768 x 2304 and x 3072, 3072 x 768 and 768 x 3072 x 8192), but -4.5% and -8% at K = 768 with 6 and 8
+ * tiles a CTA (8192 x 2304 x 768, 8192 x 3072 x 768), where the epilogue rounds add up; 3-5 tiles a CTA
+ * were not measured and keep 4 stages. The stage count changes no arithmetic: D is bitwise the same.
+ * CML_SM90_DEEP_192 (read once, for A/B runs): 0 = never, all = every such tile; tests force it with
+ * cml__gemm_sm90_force_deep. */
+static unsigned long long deep_launches;
+static int deep_forced = -1;
+static int deep_mode(void) {
+    static int mode = -1;
+    if (deep_forced >= 0) return deep_forced;
+    if (mode < 0) {
+        const char *e = getenv("CML_SM90_DEEP_192");
+        mode = e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "all") == 0 ? 2 : 1;
+    }
+    return mode;
+}
+static bool deep_ring(const cml_ctx *ctx, const sm90_layout *l) {
+    const cml__gemm_sm90_config *c = &l->pl;
+    if (c->bn != 192 || c->rows != 128) return false;
+    const int mode = deep_mode();
+    if (mode != 1) return mode == 2;
+    /* the launch's work in cluster tiles over its clusters (sm90_launch's grid) */
+    const long long tiles_m = (l->e.M + CML_SM90_BM - 1) / CML_SM90_BM, tiles_n = (l->e.N + 191) / 192;
+    const long long work = (tiles_m + c->cluster - 1) / c->cluster * tiles_n * l->e.batch * c->splits;
+    const long long clusters = cml__cuda_sm_count(ctx->device.index) / c->cluster;
+    return clusters > 0 && work <= 2 * clusters;
+}
+
+extern "C" unsigned long long cml__gemm_sm90_deep_launches(void) { return deep_launches; }
+extern "C" void cml__gemm_sm90_force_deep(int mode) { deep_forced = mode < 0 ? -1 : mode == 0 ? 0 : 2; }
+
 template <int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PP>
 static cml_status sm90_run_tile(cml_ctx *ctx, const sm90_layout *l, void *D, const void *A, const void *B,
                                 const void *C, float *partials) {
@@ -448,8 +483,14 @@ static cml_status sm90_run_tile(cml_ctx *ctx, const sm90_layout *l, void *D, con
     if (c->bn == 256)
         return sm90_launch<256, 4, KIND, TRANS_A, TRANS_B, CLUSTER, PP>(ctx, &l->e, D, A, B, C, c, partials);
     if constexpr (KIND == CML_SM90_BF16 || KIND == CML_SM90_F16)
-        if (c->bn == 192)
+        if (c->bn == 192) {
+            if constexpr (!PP)
+                if (deep_ring(ctx, l)) {
+                    deep_launches++;
+                    return sm90_launch<192, 5, KIND, TRANS_A, TRANS_B, CLUSTER, 0>(ctx, &l->e, D, A, B, C, c, partials);
+                }
             return sm90_launch<192, 4, KIND, TRANS_A, TRANS_B, CLUSTER, PP>(ctx, &l->e, D, A, B, C, c, partials);
+        }
     return sm90_launch<128, 6, KIND, TRANS_A, TRANS_B, CLUSTER, PP>(ctx, &l->e, D, A, B, C, c, partials);
 }
 

@@ -109,7 +109,8 @@ struct cml__sm90_kind {
 /* Dynamic shared memory a configuration needs: 1024 bytes of alignment slack, the stages,
  * the two consumers' epilogue buffers, then the barriers. The TMA-store epilogue stages every
  * 64-column block of a tile at once where that fits the 227 KB a block may have (out_bufs =
- * BN / 64 blocks a consumer), else 2 at a time. */
+ * BN / 64 blocks a consumer), else 2 at a time, else 1 (the 5-stage 192-wide ring: its
+ * epilogue region is the general path's 2 x 10 KB staging). */
 #define CML_SM90_SMEM_MAX 232448
 template <int BN, int STAGES, int BM = CML_SM90_BM>
 struct cml__sm90_smem {
@@ -121,14 +122,17 @@ struct cml__sm90_smem {
          * (split K: "arrived last") */
         fixed = 1024 + STAGES * (a_bytes + b_bytes) + 2 * STAGES * 8 + 16,
         all_blocks = 2 * (BN / CML_SM90_OUT_COLS) * CML_SM90_OUT_BYTES,
+        two_blocks = 2 * 2 * CML_SM90_OUT_BYTES,
         out_bufs = fixed + (all_blocks > 2 * epi_bytes ? all_blocks : 2 * epi_bytes) <= CML_SM90_SMEM_MAX
                        ? BN / CML_SM90_OUT_COLS
-                       : 2,
+                   : fixed + (two_blocks > 2 * epi_bytes ? two_blocks : 2 * epi_bytes) <= CML_SM90_SMEM_MAX ? 2
+                                                                                                           : 1,
         /* both consumers' epilogue space: the general path's staging or the TMA path's blocks */
         epi_region = 2 * epi_bytes > 2 * out_bufs * CML_SM90_OUT_BYTES ? 2 * epi_bytes
                                                                         : 2 * out_bufs * CML_SM90_OUT_BYTES,
         total = fixed + epi_region
     };
+    static_assert(total <= CML_SM90_SMEM_MAX, "the stages and the epilogue region fit a block's shared memory");
 };
 
 /* One wgmma of 32 bytes of K: dispatch on the input kind and tile width. */
@@ -536,11 +540,27 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
         const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
         float acc[BN / 2];
         int it = 0, g = 0, mine = 0, d_acquired = -1;
+        /* With STAGES not a power of 2 (5, 6) the ring position is kept as the producer keeps it:
+         * stage s of the next k-block and the parity of the fill of full[s] to wait for, wrapped by
+         * compare (it % STAGES and it / STAGES would be multiply-high divisions a k-block), the stage of
+         * the k-block before it (freed one k-block late), and 32-bit shared addresses computed once.
+         * Measured (dev/gemm_sm90/README.md, session 9): +2.5% on 2304 x 768 x 8192 (6 stages); on the
+         * 4-stage kernels the same form was 0 to -1% against the mask and shift of `it`, kept there. */
+        constexpr bool WRAP = (STAGES & (STAGES - 1)) != 0;
+        int s = 0, prev = STAGES - 1;
+        uint32_t parity = 0;
+        const uint32_t full0 = cml__smem_addr(full);
+        const uint32_t a0 = cml__smem_addr(stage_a) + (PINGPONG ? 0 : consumer * 64 * CML_SM90_ROW_BYTES);
+        const uint32_t b0 = cml__smem_addr(stage_b);
         for (int tile = first; tile < total; tile += step, mine++) {
             int tm, tn, b, k_first, k_blocks;
             cml__sm90_locate(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
             if (PINGPONG && (mine & 1) != consumer) { /* the other consumer's tile: skip its stages */
                 it += k_blocks;
+                const int n = s + k_blocks;
+                parity ^= (uint32_t)(n / STAGES) & 1u;
+                s = n % STAGES;
+                prev = (s + STAGES - 1) % STAGES;
                 continue;
             }
             const cml__gemm_epi *ep = prob.n_groups ? &prob.groups[g].epi : &epi;
@@ -554,11 +574,17 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) acc[i] = 0.0f;
             for (int kb = 0; kb < k_blocks; kb++, it++) {
-                const int s = it % STAGES;
-                cml__mbar_wait(&full[s], (it / STAGES) & 1);
-                const uint32_t sa =
-                    cml__smem_addr(stage_a + s * smem_t::a_bytes) + (PINGPONG ? 0 : consumer * 64 * CML_SM90_ROW_BYTES);
-                const uint32_t sb = cml__smem_addr(stage_b + s * smem_t::b_bytes);
+                uint32_t sa, sb;
+                if constexpr (WRAP) {
+                    cml__mbar_wait_at(full0 + 8 * s, parity);
+                    sa = a0 + s * smem_t::a_bytes, sb = b0 + s * smem_t::b_bytes;
+                } else {
+                    const int st = it % STAGES;
+                    cml__mbar_wait(&full[st], (it / STAGES) & 1);
+                    sa = cml__smem_addr(stage_a + st * smem_t::a_bytes) +
+                         (PINGPONG ? 0 : consumer * 64 * CML_SM90_ROW_BYTES);
+                    sb = cml__smem_addr(stage_b + st * smem_t::b_bytes);
+                }
                 cml__wgmma_fence();
 #pragma unroll
                 for (int k = 0; k < 4; k++) {
@@ -575,11 +601,20 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                 /* keep this stage's wgmmas in flight; the previous stage's are done: free it */
                 cml__wgmma_wait<1>();
                 cml__wgmma_reg_fence<BN / 2>(acc);
-                if (kb > 0 && leader) cml__sm90_release(&empty[(it - 1) % STAGES], CLUSTER);
+                if constexpr (WRAP) {
+                    if (kb > 0 && leader) cml__sm90_release(&empty[prev], CLUSTER);
+                    prev = s;
+                    if (++s == STAGES) {
+                        s = 0;
+                        parity ^= 1;
+                    }
+                } else {
+                    if (kb > 0 && leader) cml__sm90_release(&empty[(it - 1) % STAGES], CLUSTER);
+                }
             }
             cml__wgmma_wait<0>();
             cml__wgmma_reg_fence<BN / 2>(acc);
-            if (leader) cml__sm90_release(&empty[(it - 1) % STAGES], CLUSTER);
+            if (leader) cml__sm90_release(&empty[WRAP ? prev : (it - 1) % STAGES], CLUSTER);
             if (PINGPONG && tile + step < total) cml__sm90_order_signal(1 - consumer); /* the next tile's owner */
 #if CML_SM90_DEV_EPI == 1 /* dev/gemm_sm90/harness.cu only: time the main loop without any epilogue */
             continue;
