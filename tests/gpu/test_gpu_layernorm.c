@@ -141,6 +141,25 @@ static void test_row_groups(void) {
     }
 }
 
+/* Aligned rows of 2..8 chunks, which run as thread-block clusters (norm_bwd_cluster.cuh): bf16/f16
+ * C = 8200 .. 32768 make 3, 4, 5, 6, 7 and 8 chunks of 4096 columns; f32 8200, 11272, 12296 and
+ * 16384 make 5, 6, 7 and 8 of 2048, then 16392 .. 32768 make 5 .. 8 of 4096 (2 chunks are not
+ * reached by default: those rows take one chunk). 37 rows (prime) leave most clusters one row;
+ * 1031 x 8200 (3 to 5 chunks: 105 to 176 clusters) and 203 x 32768 (8 chunks: 33 to 66
+ * clusters) walk several rows per cluster, through every slot set of the exchange; without
+ * gamma/beta, with gamma only, dx over dy. */
+static void test_cluster_rows(void) {
+    static const int64_t cols[] = {8200, 11272, 12296, 16384, 16392, 20480, 22536, 24584, 28672, 32768};
+    for (int d = 0; d < n_test_dtypes(); d++) {
+        for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++)
+            run_ln((ln_case){TEST_DTYPES[d], 37, cols[c], 0, AFFINE_BOTH, false});
+        run_ln((ln_case){TEST_DTYPES[d], 1031, 8200, 0, AFFINE_BOTH, false});
+        run_ln((ln_case){TEST_DTYPES[d], 203, 32768, 0, AFFINE_BOTH, false});
+        run_ln((ln_case){TEST_DTYPES[d], 37, 22536, 0, AFFINE_NONE, false});
+        run_ln((ln_case){TEST_DTYPES[d], 37, 12296, 0, AFFINE_GAMMA, true});
+    }
+}
+
 /* rows == 0: dgamma and dbeta are sums over no rows, so they are overwritten with zeros. */
 static void test_no_rows(void) {
     void *dg = dev_alloc(64), *db = dev_alloc(64), *p = dev_alloc(64);
@@ -161,6 +180,7 @@ int main(void) {
     RUN(test_affine_variants);
     RUN(test_edges);
     RUN(test_row_groups);
+    RUN(test_cluster_rows);
     RUN(test_no_rows);
     return th_finish();
 }

@@ -31,6 +31,7 @@
 #include "kernels/cuda/common/row_sync.cuh"
 #include "kernels/cuda/common/rows.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/norm/norm_bwd_cluster.cuh"
 #include "kernels/cuda/norm/norm_bwd_long.cuh"
 #include "kernels/cuda/norm/norm_bwd_partial.cuh"
 #include "kernels/cuda/norm/norm_bwd_rows.cuh"
@@ -244,6 +245,15 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, const void *d
         nbr_pick<DT, false>(G)<<<nb, dim3(G, R), 0, st>>>(dx, (float *)part, dy, x, gamma, nullptr, rstd, rows, (int)C);
         CML_TRY(launched("nbr_kernel", DT, rows * C, (unsigned)nb, (unsigned)(G * R)));
         return dgamma ? partial_sum_launch<DT>(ctx, dgamma, (float *)part, nb, C) : CML_OK;
+    }
+    nbc_plan cp;
+    if (vec && nbl_mode() != 0 && (C > 1024ll * E_ROW || nbl_mode() == 2) &&
+        nbc_geometry<DT, false>(ctx->device.index, rows, C, &cp)) { /* rows of 2..8 chunks: norm_bwd_cluster.cuh */
+        void *part = NULL;
+        if (dgamma) CML_TRY(cml_ctx_workspace(ctx, &part, (size_t)cp.groups * (size_t)C * sizeof(float)));
+        CML_CUDA_TRY(FN, (nbc_launch<DT, false>(cp, st, dx, (float *)part, dy, x, gamma, nullptr, rstd, rows, C)));
+        CML_TRY(launched("nbc_kernel", DT, rows * C, (unsigned)cp.groups * (unsigned)cp.splits, NBL_THREADS));
+        return dgamma ? partial_sum_launch<DT>(ctx, dgamma, (float *)part, cp.groups, C) : CML_OK;
     }
     nbl_plan fp;
     if (vec && nbl_mode() != 0 && (C > 1024ll * E_ROW || nbl_mode() == 2 || nbl_short<DT>(C)) &&
