@@ -24,7 +24,10 @@ t0=$(date +%s)
 stamp() { echo "[$(($(date +%s) - t0)) s] $*" | tee -a $X/stages.txt; }
 OPS=layernorm_bwd,rmsnorm_bwd
 TESTS="test_gpu_layernorm test_gpu_rmsnorm"
-KNOBS=${KNOBS-"CML_NORM_BWD_PIPE=1 CML_NORM_BWD_ASYNC=0 CML_NORM_BWD_CLUSTER=16"}
+# Knobs of the new build, each benched after each new run and tested once. Call 1 (the tree of
+# s9n_pipe_barrier.patch, where 8 was the default largest cluster): CML_NORM_BWD_PIPE=1
+# CML_NORM_BWD_ASYNC=0 CML_NORM_BWD_CLUSTER=16. In the library now: CML_NORM_BWD_CLUSTER=8 / =0.
+KNOBS=${KNOBS-"CML_NORM_BWD_CLUSTER=8"}
 OLD=CML_NORM_BWD_CLUSTER=0
 
 tar xJf "$root/$bin_tar" -C $B || { stamp "unpack FAILED"; exit 1; }
