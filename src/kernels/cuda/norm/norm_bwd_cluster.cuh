@@ -110,7 +110,7 @@ static __device__ __forceinline__ void nbc_dx(typename cml__elem<DT>::type *dxr,
 
 /* One row's words of this chunk (row clamped to a valid one: past the last row no word is
  * loaded and the values are not used); mean / rstd are read at the row's pass 1 (loaded with
- * the words, two more registers, the kernel spilled at 64). */
+ * the words they took two more registers, and the kernel spilled at its 64). */
 template <int DT, bool LN, int KW> struct nbc_row {
     uint4 x[KW], d[KW];
     float m, r;
