@@ -141,6 +141,25 @@ static void test_row_groups(void) {
     }
 }
 
+/* Aligned rows of 2..16 chunks, which run as thread-block clusters (norm_bwd_cluster.cuh): bf16/f16
+ * C = 8200 .. 32768 make 3, 4, 5, 6, 7 and 8 chunks of 4096 columns; f32 the same C make 5, 6, 7,
+ * 8, 9, 10, 12, 13, 14 and 16 chunks of 2048 (test_edges' 65536 columns: bf16 16 chunks of 4096;
+ * f32 32, nbl_kernel's). Rows of 2 chunks are not reached by default (those rows take one chunk of
+ * nbl_kernel). 37 rows (prime) leave most clusters one row; 1031 x 8200 and 203 x 32768 walk
+ * several rows per cluster (up to 6 in the bf16 1031 rows: both phases of every slot set of the
+ * exchange); without gamma/beta, with gamma only, dx over dy. */
+static void test_cluster_rows(void) {
+    static const int64_t cols[] = {8200, 11272, 12296, 16384, 16392, 20480, 22536, 24584, 28672, 32768};
+    for (int d = 0; d < n_test_dtypes(); d++) {
+        for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++)
+            run_ln((ln_case){TEST_DTYPES[d], 37, cols[c], 0, AFFINE_BOTH, false});
+        run_ln((ln_case){TEST_DTYPES[d], 1031, 8200, 0, AFFINE_BOTH, false});
+        run_ln((ln_case){TEST_DTYPES[d], 203, 32768, 0, AFFINE_BOTH, false});
+        run_ln((ln_case){TEST_DTYPES[d], 37, 22536, 0, AFFINE_NONE, false});
+        run_ln((ln_case){TEST_DTYPES[d], 37, 12296, 0, AFFINE_GAMMA, true});
+    }
+}
+
 /* rows == 0: dgamma and dbeta are sums over no rows, so they are overwritten with zeros. */
 static void test_no_rows(void) {
     void *dg = dev_alloc(64), *db = dev_alloc(64), *p = dev_alloc(64);
@@ -161,6 +180,7 @@ int main(void) {
     RUN(test_affine_variants);
     RUN(test_edges);
     RUN(test_row_groups);
+    RUN(test_cluster_rows);
     RUN(test_no_rows);
     return th_finish();
 }

@@ -18,7 +18,10 @@
  * once, dgamma/dbeta included (norm_bwd_long.cuh: chunks of 4096 columns per
  * block, groups of blocks walking rows in lock step, per-thread dgamma/dbeta
  * accumulators written as one partial row per group, which the same second
- * kernel sums in order). Longer unaligned rows: dx in two passes over chunks
+ * kernel sums in order; rows of 2..16 chunks as thread-block clusters whose
+ * chunks exchange their row sums through distributed shared memory instead of
+ * waiting on each other through L2: norm_bwd_cluster.cuh). Longer unaligned
+ * rows: dx in two passes over chunks
  * (L2-batched); dgamma/dbeta through a column kernel (32 columns x 8 row
  * phases per block, rows split into ranges whose partial rows the second
  * kernel sums in order), which reads x and dy once more. Deterministic
@@ -29,6 +32,7 @@
 #include "kernels/cuda/common/row_sync.cuh"
 #include "kernels/cuda/common/rows.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/norm/norm_bwd_cluster.cuh"
 #include "kernels/cuda/norm/norm_bwd_long.cuh"
 #include "kernels/cuda/norm/norm_bwd_partial.cuh"
 #include "kernels/cuda/norm/norm_bwd_rows.cuh"
@@ -242,6 +246,16 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, void *dbeta, 
         nbr_pick<DT, true>(G)<<<nb, dim3(G, R), 0, st>>>(dx, (float *)part, dy, x, gamma, mean, rstd, rows, (int)C);
         CML_TRY(launched("nbr_kernel", (cml_dtype)DT, rows * C, (unsigned)nb, (unsigned)(G * R)));
         return want ? partial_sum_launch<DT>(ctx, dgamma, dbeta, (float *)part, nb, C) : CML_OK;
+    }
+    nbc_plan cp;
+    if (vec && nbl_mode() != 0 && (C > (long long)threads * E_ROW || nbl_mode() == 2) &&
+        nbc_geometry<DT, true>(ctx->device.index, rows, C, &cp)) { /* rows of 2..16 chunks: norm_bwd_cluster.cuh */
+        void *part = NULL;
+        if (want) CML_TRY(cml_ctx_workspace(ctx, &part, (size_t)cp.groups * 2 * (size_t)C * sizeof(float)));
+        CML_CUDA_TRY(FN, (nbc_launch<DT, true>(cp, st, dx, (float *)part, dy, x, gamma, mean, rstd, rows, C)));
+        CML_TRY(launched("nbc_kernel", (cml_dtype)DT, rows * C, (unsigned)cp.groups * (unsigned)cp.splits,
+                         NBL_THREADS));
+        return want ? partial_sum_launch<DT>(ctx, dgamma, dbeta, (float *)part, cp.groups, C) : CML_OK;
     }
     nbl_plan fp;
     if (vec && nbl_mode() != 0 && (C > (long long)threads * E_ROW || nbl_mode() == 2 || nbl_short<DT>(C)) &&

@@ -19,7 +19,9 @@
  * - longer 16-byte aligned rows: one kernel reads x and dy once and writes dx
  *   once, dgamma included (norm_bwd_long.cuh, shared with the LayerNorm
  *   backward: per-thread dgamma accumulators, one partial row per group of
- *   blocks, summed in order by the same second kernel);
+ *   blocks, summed in order by the same second kernel; rows of 2..16 chunks
+ *   as thread-block clusters exchanging their row sums through distributed
+ *   shared memory: norm_bwd_cluster.cuh);
  * - longer unaligned rows: dx in two passes over chunks (L2-batched); dgamma
  *   through a column kernel (32 columns x 8 row phases per block, rows split
  *   into ranges whose partial rows the second kernel sums in order), which
@@ -31,6 +33,7 @@
 #include "kernels/cuda/common/row_sync.cuh"
 #include "kernels/cuda/common/rows.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/norm/norm_bwd_cluster.cuh"
 #include "kernels/cuda/norm/norm_bwd_long.cuh"
 #include "kernels/cuda/norm/norm_bwd_partial.cuh"
 #include "kernels/cuda/norm/norm_bwd_rows.cuh"
@@ -244,6 +247,15 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, const void *d
         nbr_pick<DT, false>(G)<<<nb, dim3(G, R), 0, st>>>(dx, (float *)part, dy, x, gamma, nullptr, rstd, rows, (int)C);
         CML_TRY(launched("nbr_kernel", DT, rows * C, (unsigned)nb, (unsigned)(G * R)));
         return dgamma ? partial_sum_launch<DT>(ctx, dgamma, (float *)part, nb, C) : CML_OK;
+    }
+    nbc_plan cp;
+    if (vec && nbl_mode() != 0 && (C > 1024ll * E_ROW || nbl_mode() == 2) &&
+        nbc_geometry<DT, false>(ctx->device.index, rows, C, &cp)) { /* rows of 2..16 chunks: norm_bwd_cluster.cuh */
+        void *part = NULL;
+        if (dgamma) CML_TRY(cml_ctx_workspace(ctx, &part, (size_t)cp.groups * (size_t)C * sizeof(float)));
+        CML_CUDA_TRY(FN, (nbc_launch<DT, false>(cp, st, dx, (float *)part, dy, x, gamma, nullptr, rstd, rows, C)));
+        CML_TRY(launched("nbc_kernel", DT, rows * C, (unsigned)cp.groups * (unsigned)cp.splits, NBL_THREADS));
+        return dgamma ? partial_sum_launch<DT>(ctx, dgamma, (float *)part, cp.groups, C) : CML_OK;
     }
     nbl_plan fp;
     if (vec && nbl_mode() != 0 && (C > 1024ll * E_ROW || nbl_mode() == 2 || nbl_short<DT>(C)) &&
