@@ -14,9 +14,7 @@
  * Problem (perf): bf16, B*S = 16k tokens, hidden 2048 (H = 2048 / D), [B, S, H, D]; Q, K, V, dO
  * random in [-1, 1); O and lse from the sm90 forward. Every variant's dQ, dK, dV must equal the
  * first variant's bitwise (same key-block order of the dQ adds; different tile orders change
- * nothing in the sums), except UNORDERED (no order: relative difference printed) and, on causal problems,
- * the longest-first order (lpt: another fixed order of the dQ adds and of the query tiles; each such run
- * must equal the first lpt run bitwise and lie within 1e-2 relative of the first variant's). dQ, dK, dV are
+ * nothing in the sums), except UNORDERED (no order: relative difference printed). dQ, dK, dV are
  * poisoned (0xFF) before each variant's checked run. bwd TFLOP/s = 2.5 x forward flops over the
  * median of the summed prep + main + convert times.
  * Variants with cvt 1 / 2 (the library's convert launch, plain / PDL) are timed prep | main + convert
@@ -134,13 +132,10 @@ typedef struct variant {
     int cvt; /* the convert launch: 0 the harness's (grid <= 4096, an event between main and convert, timed
                 alone), 1 the library's plain launch (one wave, no event between: main + convert timed
                 together), 2 the library's programmatic dependent launch (WAIT kernel; session 8, part 2) */
-    int lpt; /* causal problems: 1 the longest-first tile order (p.lpt; with cvt 2 the convert claims each
-                head's query tiles downwards, as the library does), 2 the same with the convert's claims
-                upwards; 0 the descending order (the library before session 9's helper h9c) */
 } variant;
 
 /* the first variant, the reference, is the library's kernel (attention_bwd_sm90.cu's att90b_cfg:
- * VAR 0 at D = 64, EARLYREL at D = 128, DIET256 at D = 256) in the descending tile order */
+ * VAR 0 at D = 64 and 256, EARLYREL at D = 128) */
 #if HD == 64
 #define LIB_ST 2
 #define LIB_NDQ 1
@@ -148,27 +143,17 @@ typedef struct variant {
 #define LIB_ST 2
 #define LIB_NDQ 2
 #endif
-/* SET=0: the causal longest-first order against the descending one (session 9, helper h9c; before it
- * the library's kernel twice in turns: git history at a768920; the D = 64 / 128 diet lists at 60fa81e,
- * the D = 256 diet's in s9a_d256_diet.patch, git history at 686328f); hgroup 0 = the library's
+/* The library's main kernel twice in turns (the spread of one binary; session 9 made the D = 64 / 128
+ * instruction diet their only code path: the diet / decode / nomask / desc / stsm lists are in git
+ * history at 60fa81e; the D = 256 diet's lists are in s9a_d256_diet.patch); hgroup 0 = the library's
  * tile order. SET=1: with EXITT (CTA start / exit times: the idle tail, plan candidate 3's
  * measurement); SET=2: with PROF (phase profile; D = 64 / 128 only). The session-8 candidates
  * (FUSEDQ, QDWARP) and their lists are in s8_fusedq.patch; earlier lists in git history (session
  * 7: 475ee1f, c48252a). REPS=n: medians of n; CAUSAL=0 / 1: perf without / with the mask only. */
 #if HD == 128
 enum { LIBV = CML_ATT90B_V_EARLYREL }; /* the library's VAR (attention_bwd_sm90.cu) */
-#elif HD == 256
-enum { LIBV = CML_ATT90B_V_DIET256 };
 #else
 enum { LIBV = 0 };
-#endif
-/* the library's main kernel and head interleave (hgroup -1: D = 256's) */
-#if HD == 256
-#define LIBK launch_main256<LIBV>
-#define LIBH -1
-#else
-#define LIBK launch_main<LIB_ST, LIB_NDQ, LIBV>
-#define LIBH 0
 #endif
 static const variant VARIANTS[] = {
 #if HD == 256 && SET == 3
@@ -187,25 +172,27 @@ static const variant VARIANTS[] = {
     {"libhg16", launch_main256<0>, 0, 0, 16, 0, 0},
     {"newunord", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_UNORDERED>, 1, 0, 0, 0, 0},
     {"libunord", launch_main256<CML_ATT90B_V_UNORDERED>, 1, 0, 0, 0, 0},
-#elif SET == 0
-    /* session 9, helper h9c: the causal longest-first order (lpt) against the descending one (lib), the
-     * library's kernel both, three times each in turns: main and convert timed apart (lib, lpt; lpt2,
-     * lpt4: 2 / 4 heads interleaved) and with the library's PDL convert (libp, lptp); then lptpo (the
-     * PDL convert claiming upwards under lpt). Full problems run every variant in the library's order. */
-#define H9C_ROUND(SUF)                                                                                             \
-    {"lib" SUF, LIBK, 0, 0, LIBH, 0, 0, 0}, {"lpt" SUF, LIBK, 0, 0, LIBH, 0, 0, 1},                                \
-        {"lpt2" SUF, LIBK, 0, 0, 2, 0, 0, 1}, {"lpt4" SUF, LIBK, 0, 0, 4, 0, 0, 1},                                \
-        {"libp" SUF, LIBK, 0, 0, LIBH, 0, 2, 0}, {"lptp" SUF, LIBK, 0, 0, LIBH, 0, 2, 1}
-    H9C_ROUND(""), H9C_ROUND(" (2)"), H9C_ROUND(" (3)"),
-    {"lptpo", LIBK, 0, 0, LIBH, 0, 2, 2},
+#elif HD == 256
+    /* s9a_d256_diet.patch: the library before the patch ("lib": VAR 0, 4 heads interleaved) against the
+     * patch's ("new": the diet and the D = 256 head interleave, hgroup -1), three times each in turns,
+     * then each change alone (libpol: the interleave alone; diet: the diet alone). */
+    {"lib", launch_main256<0>, 0, 0, 0, 0, 0},
+    {"new", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0},
+    {"lib (2)", launch_main256<0>, 0, 0, 0, 0, 0},
+    {"new (2)", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0},
+    {"lib (3)", launch_main256<0>, 0, 0, 0, 0, 0},
+    {"new (3)", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0},
+    {"libpol", launch_main256<0>, 0, 0, -1, 0, 0},
+    {"diet", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, 0, 0, 0},
 #elif SET == 1
     {"lib", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0},
     {"lib exit", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_EXITT>, 0, 0, 0, 1},
-    {"lpt exit", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_EXITT>, 0, 0, 0, 1, 0, 1},
-    {"lpt2 exit", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_EXITT>, 0, 0, 2, 1, 0, 1},
 #elif SET == 2
     {"lib", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0},
     {"lib prof", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_PROF>, 0, 1, 0, 0},
+#else
+    {"lib", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0, 0},
+    {"lib (2)", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0, 0},
 #endif
 };
 enum { N_VARIANTS = sizeof VARIANTS / sizeof VARIANTS[0] };
@@ -213,13 +200,12 @@ enum { N_VARIANTS = sizeof VARIANTS / sizeof VARIANTS[0] };
 /* The library's convert launch (attention_bwd_sm90.cu, att90b_launch): one wave of 256-thread
  * blocks, plainly or as a programmatic dependent launch of the main kernel just launched. */
 static void launch_convert(bool pdl, const float *acc, uint16_t *dq, const long long sq[3], int H, int Sq, int n_qt,
-                           int causal, int off, float scale, long long n4, const int *sem, int *unit_counter, int n_kb,
-                           int desc) {
+                           int causal, int off, float scale, long long n4, const int *sem, int *unit_counter, int n_kb) {
     const long long want = n4 / 1024, cap = (long long)g_sms * 8;
     const unsigned cgrid = (unsigned)(want < cap ? want : cap);
     if (!pdl) {
         cml__att90b_dq_kernel<CML_ATT90_BF16, HD, BM><<<cgrid, 256>>>((const float4 *)acc, dq, sq[0], sq[1], sq[2], H, Sq,
-                                                                     n_qt, causal, off, scale, n4, NULL, NULL, 0, 0);
+                                                                     n_qt, causal, off, scale, n4, NULL, NULL, 0);
         return;
     }
     cudaLaunchConfig_t lc;
@@ -232,7 +218,7 @@ static void launch_convert(bool pdl, const float *acc, uint16_t *dq, const long 
     lc.attrs = at;
     lc.numAttrs = 1;
     CK(cudaLaunchKernelEx(&lc, cml__att90b_dq_kernel<CML_ATT90_BF16, HD, BM, true>, (const float4 *)acc, dq, sq[0], sq[1],
-                          sq[2], H, Sq, n_qt, causal, off, scale, n4, sem, unit_counter, n_kb, desc));
+                          sq[2], H, Sq, n_qt, causal, off, scale, n4, sem, unit_counter, n_kb));
 }
 
 /* A 4-D map (D, H, S, B) as the library makes it (cml__att90_map). */
@@ -372,8 +358,8 @@ static int run_problem(shape sh, int only_v, int reps) {
     const double flop = 4.0 * B * H * (double)Sq * Sk * D * (causal ? 0.5 : 1.0);
     cudaEvent_t ev[4];
     for (int i = 0; i < 4; i++) cudaEventCreate(&ev[i]);
-    unsigned long long hash_ref = 0, hash_lpt = 0;
-    int fail = 0, n_lpt = 0; /* lpt runs checked so far (the first is the lpt order's reference) */
+    unsigned long long hash_ref = 0;
+    int fail = 0;
     char tag[96];
     snprintf(tag, sizeof tag, "D=%d S=%-5d %s", D, Sq, causal ? "causal" : "full  ");
     if (Sq != Sk || B * Sq != 16384 || sh.neg)
@@ -391,7 +377,6 @@ static int run_problem(shape sh, int only_v, int reps) {
                                           : 4;
         while ((2 << p.hshift) <= hgroup && (B * Hkv) % (2 << p.hshift) == 0) p.hshift++;
         p.prof = var.prof || var.exitt ? prof : NULL;
-        p.lpt = causal && var.lpt ? 1 : 0;
         float *tp = (float *)malloc(reps * 4), *tm = (float *)malloc(reps * 4), *tc = (float *)malloc(reps * 4),
               *tt = (float *)malloc(reps * 4);
         const int runs = var.prof || var.exitt ? 2 : reps + 2;
@@ -412,11 +397,10 @@ static int run_problem(shape sh, int only_v, int reps) {
             if (var.cvt == 0) {
                 cudaEventRecord(ev[2]);
                 cml__att90b_dq_kernel<CML_ATT90_BF16, HD, BM><<<cgrid, 256>>>(
-                    (const float4 *)acc, dq, sq[0], sq[1], sq[2], H, Sq, p.n_qt, causal, Sk - Sq, scale, n4, NULL, NULL, 0,
-                    0);
+                    (const float4 *)acc, dq, sq[0], sq[1], sq[2], H, Sq, p.n_qt, causal, Sk - Sq, scale, n4, NULL, NULL, 0);
             } else {
                 launch_convert(var.cvt == 2, acc, dq, sq, H, Sq, p.n_qt, causal, Sk - Sq, scale, n4, sem, sem + n_sem + 1,
-                               p.n_kb, p.lpt && var.lpt == 1);
+                               p.n_kb);
             }
             cudaEventRecord(ev[3]);
             CK(cudaEventSynchronize(ev[3]));
@@ -450,18 +434,10 @@ static int run_problem(shape sh, int only_v, int reps) {
                     if (vi == 0) CK(cudaMemcpy(ref[a], x, n * 2, cudaMemcpyDeviceToDevice));
                 }
                 if (vi == 0) hash_ref = hs;
-                if (p.lpt) { /* another fixed order: bitwise equal to the first lpt run, close to lib's */
-                    if (n_lpt++ == 0) hash_lpt = hs;
-                    const bool ok = hs == hash_lpt && e3 < 1e-2;
-                    if (!ok) fail = 1;
-                    printf("%s %-14s check: %s (rel.diff to lib %.1e)\n", tag, var.name,
-                           !ok ? "DIFFERS: FAIL (lpt)" : n_lpt == 1 ? "lpt order reference" : "lpt bitwise equal", e3);
-                } else {
-                    const bool same = hs == hash_ref;
-                    if (!same && !var.unordered) fail = 1;
-                    printf("%s %-14s check: %s (rel.diff %.1e)\n", tag, var.name,
-                           same ? "bitwise equal" : var.unordered ? "differs (unordered)" : "DIFFERS: FAIL", e3);
-                }
+                const bool same = hs == hash_ref;
+                if (!same && !var.unordered) fail = 1;
+                printf("%s %-14s check: %s (rel.diff %.1e)\n", tag, var.name,
+                       same ? "bitwise equal" : var.unordered ? "differs (unordered)" : "DIFFERS: FAIL", e3);
             }
         }
         if (reps <= 0) {

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Session 9, helper h9c: the causal longest-first order (plan candidate 2 of "Plan (session 8 study, not
-# built): the D = 128 backward at long S"; README "Session 9 (helper h9c)"). One call, in the repository
-# root of the tree that has it (the library switched to it for causal; CML_ATT_BWD_LPT=0 switches back):
+# built): the D = 128 backward at long S"; README "Session 9 (helper h9c)": measured, NOT kept). Apply the
+# patch first (`git apply dev/attention_sm90/s9c_lpt.patch`: the library switched to it for causal;
+# CML_ATT_BWD_LPT=0 switches back); run in the repository root. One call (145 s on a warm H100):
 #  1. libcamel + test_gpu_attention_bwd90 built in $B (niced, background) while bwd_harness.cu builds at
 #     HD = 64 / 128 / 256 (SET=0: lib / lpt / lpt2 / lpt4 / libp / lptp three times in turns, lptpo once)
 #     and HD = 128 SET=1 (exit times, lib vs lpt vs lpt2);
@@ -12,6 +13,8 @@
 #     synccheck at D = 128 and 256 (CML_TEST_SANITIZER=1 CML_TEST_ONLY_D), in parallel;
 #  4. with the time left: the side-by-side bench (ours vs PyTorch SDPA cuDNN), causal, D = 128 and 256.
 # Logs under /tmp/x; a summary last.
+grep -q CML_ATT_BWD_LPT src/kernels/cuda/attention/attention_bwd_sm90.cu ||
+  { echo "LPT missing: git apply dev/attention_sm90/s9c_lpt.patch first"; exit 2; }
 mkdir -p /tmp/x build-att
 B=${B:-/tmp/bc}
 DEADLINE=${DEADLINE:-380}

@@ -92,16 +92,6 @@ static bool att90b_pdl_enabled(void) {
     return cml__env_switch("CML_ATT_BWD_PDL", &cache);
 }
 
-/* The causal longest-first tile order (session 9, helper h9c; attention_bwd_sm90.cuh's header and
- * dev/attention_sm90/README.md): key block 0 claimed first in each head, the dQ adds in ascending
- * key-block order, query tiles walked downwards. CML_ATT_BWD_LPT=0 (read once) keeps the causal
- * backward on the descending order, for A/B runs. The dQ, dK, dV bits depend on the order (a
- * different, equally fixed summation order), never on the launch. */
-static bool att90b_lpt_enabled(void) {
-    static int cache = -1;
-    return cml__env_switch("CML_ATT_BWD_LPT", &cache);
-}
-
 template <int DT, int D>
 static cml_status att90b_launch(cml_ctx *ctx, const cml_attention_desc *d, void *dQ, const void *dO, const void *O,
                                 const float *lse, const CUtensorMap maps[4], cml__att90b_params p) {
@@ -149,13 +139,13 @@ static cml_status att90b_launch(cml_ctx *ctx, const cml_attention_desc *d, void 
         const cudaError_t e = cudaLaunchKernelEx(&lc, cml__att90b_dq_kernel<DT, D, cfg::BM, true>, acc, (uint16_t *)dQ,
                                                  (long long)d->q_stride[0], (long long)d->q_stride[1],
                                                  (long long)d->q_stride[2], p.Hq, p.Sq, p.n_qt, p.causal, off, p.scale,
-                                                 n4, (const int *)p.dq_sem, unit_counter, p.n_kb, p.lpt);
+                                                 n4, (const int *)p.dq_sem, unit_counter, p.n_kb);
         if (e == cudaSuccess) return CML_OK;
         (void)cudaGetLastError(); /* refused: the plain launch below reports what persists */
     }
     cml__att90b_dq_kernel<DT, D, cfg::BM><<<cgrid, 256, 0, s>>>(acc, (uint16_t *)dQ, d->q_stride[0], d->q_stride[1],
                                                                 d->q_stride[2], p.Hq, p.Sq, p.n_qt, p.causal, off,
-                                                                p.scale, n4, (const int *)NULL, (int *)NULL, 0, 0);
+                                                                p.scale, n4, (const int *)NULL, (int *)NULL, 0);
     return cml__cuda_check_launch(att90b_fn, "cml__att90b_dq_kernel", dtn, n4, cgrid, 256);
 }
 
@@ -189,7 +179,6 @@ extern "C" cml_status cml__attention_bwd_sm90(cml_ctx *ctx, const cml_attention_
      * S = 2k). Measured best: 8 heads up to 16 key blocks, 4 beyond (8 lost L2 reuse at S = 8k).
      * Causal tiles already start staggered; interleaving them only cost L2 reuse (up to -20%). */
     p.hshift = 0;
-    p.lpt = p.causal && att90b_lpt_enabled() ? 1 : 0;
     if (!p.causal) {
         /* D = 256 (BN 64): 4 heads up to 32 key blocks, 2 up to 64, 1 beyond: with 4 heads its (faster,
          * session-9) consumers queue on the ordered dQ adds from S = 8k on (dev/attention_sm90/README.md,

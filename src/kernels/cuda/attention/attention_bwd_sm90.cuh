@@ -43,33 +43,24 @@
  * Deterministic dQ. The key blocks that touch a query tile are a prefix 0 .. N_m of the kv
  * head's key blocks (non-causal: all; causal: key block n is seen by the queries
  * i >= n BN - (S_kv - S_q), a suffix, so a tile seen by block n is seen by every block before
- * it). They add in a FIXED order: block n's partial of query tile (b, h, m) is added when the
- * semaphore sem[b, h, m] (how many have added) equals its rank (rank 0 stores instead of adding);
- * then the writer waits for the add to complete and increments the semaphore (release). The
- * float additions of every dQ element run in one order, fixed by the shape: bitwise reproducible.
- * Two orders (p.lpt, chosen by the host from the shape alone):
- *   descending (lpt = 0; non-causal, and causal before session 9): rank N_m - n. Every key block
- *     walks its query tiles upwards from the first it sees, so under the causal mask block n + 1
- *     (which sees fewer tiles) reaches tile m BN / BM steps before block n does; adding in
- *     descending n, nobody waits for long (in ascending order with upward walks, block n would wait
- *     at its first tile until block 0 got there: every block of a head would take as long as
- *     block 0). Work tiles are numbered so that (g, n + 1) comes before (g, n).
- *   longest-first (lpt = 1, causal; session 9, helper h9c): rank n, key block 0 (the longest: it
- *     sees every query tile) claimed first in its head, and every key block walks its query tiles
- *     DOWNWARDS from the top one (n_qt - 1, seen by every block), so all blocks of a head start at
- *     the same tile and block n trails block n - 1 at each tile; the shortest blocks are claimed
- *     last, which shortens the idle tail of the grid. Work tiles are numbered so that (g, n - 1)
- *     comes before (g, n).
- * Forward progress: in either order the key block a tile waits on (the one of the previous rank)
- * is numbered lower (heads in groups of 2^hshift, interleaved inside a group:
- * cml__att90b_tile_pos), and every tile, the first too, is claimed from an atomic counter, so
- * each CTA holds tiles in increasing order and a claimed tile's CTA is running (CTAs that never
- * got onto an SM hold nothing). Take the lowest unfinished tile T = (g, n): every lower tile is
- * finished; T's CTA is working on T (its own earlier tiles are lower, hence finished; tiles it
- * claimed later only wait behind T inside the CTA, and the dQ writers take its partials in order,
- * T's before theirs); T waits only on the semaphores of the key blocks of lower rank of its head
- * (n + 1 .. N_m, resp. 0 .. n - 1), lower tiles, which have all added. So T finishes, and by
- * induction every tile does, whatever the grid size and co-residency.
+ * it). They add in the FIXED order N_m, N_m - 1, ..., 0: block n's partial of query tile
+ * (b, h, m) is added when the semaphore sem[b, h, m] (how many have added) equals its rank
+ * N_m - n (rank 0 stores instead of adding); then the writer waits for the add to complete and
+ * increments the semaphore (release). The float additions of every dQ element run in one order:
+ * bitwise reproducible.
+ * Why that order: every key block walks its query tiles upwards from the first it sees, so under
+ * the causal mask block n + 1 (which sees fewer tiles) reaches tile m BN / BM steps before block
+ * n does; adding in descending n, nobody waits for long (in ascending order, block n would wait at
+ * its first tile until block 0 got there: every block of a head would take as long as block 0).
+ * Forward progress: work tiles are numbered so that (g, n + 1) comes before (g, n) for every kv
+ * head g = b H_kv + hk (key blocks descending; heads in groups of 2^hshift, interleaved inside a
+ * group: cml__att90b_tile_pos), and every tile, the first too, is claimed from an
+ * atomic counter, so each CTA holds tiles in increasing order and a claimed tile's CTA is
+ * running (CTAs that never got onto an SM hold nothing). Take the lowest unfinished tile
+ * T = (g, n): every lower tile is finished; T's CTA is working on T (its own earlier tiles are
+ * lower, hence finished; tiles it claimed later only wait behind T inside the CTA); T waits only
+ * on the semaphores of key blocks n + 1 .. N_m of its head, lower tiles, which have all added. So
+ * T finishes, and by induction every tile does, whatever the grid size and co-residency.
  * Masking by position only (keys past S_kv, the causal diagonal) on the tiles that need it; no
  * data-dependent branches: constant time per shape. */
 #ifndef CML_KERNELS_CUDA_ATTENTION_ATTENTION_BWD_SM90_CUH
@@ -92,7 +83,6 @@ typedef struct cml__att90b_params {
     int n_kb;        /* key blocks per (b, hk): ceil(Sk / BN) */
     int total_tiles; /* B * Hkv * n_kb */
     int hshift;      /* 2^hshift heads interleaved in the tile order (see cml__att90b_tile_pos) */
-    int lpt;         /* causal only: the longest-first order (key blocks ascending; see the header) */
     float scale_log2, scale;
     const float *lse2; /* (B, Hq, n_qt BM) */
     const float *di;   /* (B, Hq, n_qt BM) */
@@ -185,23 +175,21 @@ enum { CML_ATT90B_FIRST = 1, CML_ATT90B_LAST = 2, CML_ATT90B_MASK = 4 };
 
 /* Work tile -> (key block n, kv head g = b H_kv + hk). The kv heads go in groups of
  * 2^p.hshift (a divisor of B H_kv); inside a group the tiles are numbered key block major,
- * descending, head fastest: tile = (group n_kb + n_kb - 1 - n) 2^hshift + g % 2^hshift (p.lpt:
- * ascending, group n_kb + n). So the tile of (g, n + 1) (p.lpt: (g, n - 1)), the one (g, n) waits
- * on, is numbered 2^hshift lower (see the header), and consecutive claims go to different heads:
- * tiles that start together do not wait on each other (hshift = 0: head-major, the blocks of a
- * head one after the other). */
+ * descending, head fastest: tile = (group n_kb + n_kb - 1 - n) 2^hshift + g % 2^hshift. So the
+ * tile of (g, n + 1), the one (g, n) waits on, is numbered 2^hshift lower (see the header), and
+ * consecutive claims go to different heads: tiles that start together do not wait on each other
+ * (hshift = 0: head-major, the blocks of a head one after the other). */
 static __device__ __forceinline__ void cml__att90b_tile_pos(const cml__att90b_params &p, int tile, int &n, int &g) {
-    const int u = tile >> p.hshift, grp = u / p.n_kb, k = u - grp * p.n_kb;
-    n = p.lpt ? k : p.n_kb - 1 - k;
+    const int u = tile >> p.hshift, grp = u / p.n_kb;
+    n = p.n_kb - 1 - (u - grp * p.n_kb);
     g = grp << p.hshift | (tile & ((1 << p.hshift) - 1));
 }
 
 /* The rank of key block n among those that add to query tile m: the last key block that sees the
- * tile adds first (rank 0), key block 0 last; p.lpt: key block 0 first (rank n). Causal: query rows
- * up to i_last see key blocks 0 .. (i_last + S_kv - S_q) / BN. */
+ * tile adds first (rank 0), key block 0 last. Causal: query rows up to i_last see key blocks
+ * 0 .. (i_last + S_kv - S_q) / BN. */
 template <int BM, int BN = CML_ATT90B_BN>
 static __device__ __forceinline__ int cml__att90b_rank(const cml__att90b_params &p, int m, int n) {
-    if (p.lpt) return n;
     int last = p.n_kb - 1;
     if (p.causal) {
         const int i_last = ((m + 1) * BM < p.Sq ? (m + 1) * BM : p.Sq) - 1;
@@ -335,10 +323,7 @@ static __global__ void __launch_bounds__(256, D == 256 ? 4 : 8) /* D = 256: 8 16
  * whole block through *slot. Units are claimed in order, and the main kernel completes the query
  * tiles in roughly that order (head groups one after the other; inside a group, key block 0
  * walks the query tiles upwards last), so blocks that started early on SMs the main kernel's
- * tail freed convert most of the tensor before it ends. desc (the main kernel's p.lpt: key blocks
- * walk downwards and the last adder of tile m is block N_m, ~m BM / BN, so a head's tiles complete
- * top first): the claims take each (b, h)'s query tiles downwards too (unit -> unit of tile
- * n_qt - 1 - m); the same units, so the same bits.
+ * tail freed convert most of the tensor before it ends.
  * Memory order: the writer of a part's last partial waits for its bulk add to COMPLETE
  * (cp.async.bulk.wait_group 0, not .read), fences the async proxy against the generic one
  * (fence.proxy.async.global) and only then releases the semaphore (red.release.gpu,
@@ -346,14 +331,10 @@ static __global__ void __launch_bounds__(256, D == 256 ? 4 : 8) /* D = 256: 8 16
  * thread's plain loads of the part after that acquire. */
 template <int D, int BM>
 static __device__ __forceinline__ int cml__att90b_dq_ready(int unit, const int *sem, int n_units, int Sq, int n_qt,
-                                                           int n_kb, int causal, int off, int desc, int *slot) {
+                                                           int n_kb, int causal, int off, int *slot) {
     enum { HALVES = D == 256 ? 2 : 1, BN = D == 256 ? 64 : CML_ATT90B_BN };
     if (threadIdx.x == 0) {
         if (unit < n_units) {
-            if (desc) { /* 2 HALVES units per query tile: the tile's mirror in its (b, h), same sub-unit */
-                const int tile = unit / (2 * HALVES), m = tile % n_qt;
-                unit += (n_qt - 1 - 2 * m) * (2 * HALVES);
-            }
             const int part = unit / 2, m = part / HALVES % n_qt;
             const int i_last = (m * BM + BM < Sq ? m * BM + BM : Sq) - 1;
             /* key blocks 0 .. last add to the tile (cml__att90b_rank); none when causal rows see no key */
@@ -386,7 +367,7 @@ static __device__ __forceinline__ int cml__att90b_dq_ready(int unit, const int *
  * WAIT = false: launched after the main kernel completed (plain stream order), units by grid
  * stride. WAIT = true: launched programmatically after the main kernel (which triggers at its
  * start), units claimed in order from unit_counter, each converted once its part is complete
- * (cml__att90b_dq_ready); sem, unit_counter, n_kb and desc are unused otherwise. Forward progress: the
+ * (cml__att90b_dq_ready); sem, unit_counter and n_kb are unused otherwise. Forward progress: the
  * dependent launch happens only once every main CTA has started (each triggers first thing), so
  * a convert block only ever takes an SM a main CTA has left and waits only on main CTAs that are
  * running (whose progress needs nothing of the convert kernel: header), never on another convert
@@ -397,7 +378,7 @@ template <int DT, int D, int BM, bool WAIT = false>
 static __global__ void __launch_bounds__(256, 8)
     cml__att90b_dq_kernel(const float4 *acc, uint16_t *dQ, long long qs0, long long qs1, long long qs2, int Hq,
                           int Sq, int n_qt, int causal, int off, float scale, long long n4, const int *sem,
-                          int *unit_counter, int n_kb, int desc) {
+                          int *unit_counter, int n_kb) {
     enum { P = 36, UNIT4 = 64 * 64 / 4, HALVES = D == 256 ? 2 : 1 }; /* staged row pitch in words; float4 per unit */
     __shared__ __align__(16) uint32_t stage[64 * P];
     __shared__ int next_unit;
@@ -405,7 +386,7 @@ static __global__ void __launch_bounds__(256, 8)
     const int t = threadIdx.x % 128, qpar = threadIdx.x / 128, warp = t / 32, lane = t % 32;
     const int frow = 16 * warp + lane / 4, fword = lane % 4; /* this thread's fragment position */
     int claim = WAIT && threadIdx.x == 0 ? atomicAdd(unit_counter, 1) : 0; /* WAIT: thread 0's claims */
-    int unit = WAIT ? cml__att90b_dq_ready<D, BM>(claim, sem, n_units, Sq, n_qt, n_kb, causal, off, desc, &next_unit)
+    int unit = WAIT ? cml__att90b_dq_ready<D, BM>(claim, sem, n_units, Sq, n_qt, n_kb, causal, off, &next_unit)
                     : (int)blockIdx.x;
     while (unit < n_units) {
         if (WAIT && threadIdx.x == 0) claim = atomicAdd(unit_counter, 1); /* the next, in flight under this one */
@@ -434,7 +415,7 @@ static __global__ void __launch_bounds__(256, 8)
             if (i0 + r < Sq) *(uint4 *)(dst + (long long)(i0 + r) * qs1 + 8 * cc) = *(const uint4 *)&stage[r * P + 4 * cc];
         }
         /* WAIT: every thread read next_unit before the barriers above, so thread 0 may overwrite it */
-        unit = WAIT ? cml__att90b_dq_ready<D, BM>(claim, sem, n_units, Sq, n_qt, n_kb, causal, off, desc, &next_unit)
+        unit = WAIT ? cml__att90b_dq_ready<D, BM>(claim, sem, n_units, Sq, n_qt, n_kb, causal, off, &next_unit)
                     : unit + (int)gridDim.x;
     }
     if (WAIT) cml__pdl_wait();
@@ -475,18 +456,17 @@ static __device__ __forceinline__ void cml__att90b_produce(const CUtensorMap *ma
         cml__mbar_arrive_expect_tx(kv_full, 2 * sm::kv_bytes);
         cml__att90_load<D>(smem + sm::off_k, map_k, kv_full, j0, hk, b, BN);
         cml__att90_load<D>(smem + sm::off_v, map_v, kv_full, j0, hk, b, BN);
-        /* every query head of the group, query tiles m_first .. n_qt - 1 (>= m_first: at least one
-         * step, see the header), upwards (p.lpt: downwards); the first and last steps are flagged */
+        /* every query head of the group, query tiles from m_first up: at least one step (see the
+         * header); the first and last steps are flagged */
         const int h_end = (hk + 1) * p.group;
-        const int dm = p.lpt ? -1 : 1, m_start = p.lpt ? p.n_qt - 1 : m_first, m_stop = p.lpt ? m_first - 1 : p.n_qt;
         int flags = CML_ATT90B_FIRST;
         for (int h = hk * p.group; h < h_end; h++) {
-            for (int m = m_start; m != m_stop; m += dm, it++) {
+            for (int m = m_first; m < p.n_qt; m++, it++) {
                 const int s = it % ST;
                 pf.lap(58);
                 if (it >= ST) cml__mbar_wait(&qd_empty[s], (it / ST - 1) & 1); /* step it - ST is done with it */
                 pf.lap(57);
-                if (h == h_end - 1 && m + dm == m_stop) flags |= CML_ATT90B_LAST;
+                if (h == h_end - 1 && m == p.n_qt - 1) flags |= CML_ATT90B_LAST;
                 if (D == 256 && !(VAR & CML_ATT90B_V_DIET256)) { /* the D = 256 consumers decode the step themselves (session 9: see the step flags) */
                     meta[s] = make_int4(g * p.n_kb + p.n_kb - 1 - n, h, m, flags);
                 } else { /* the step decoded here, off the consumers' chain */
