@@ -3,7 +3,7 @@
  * checked bitwise against the first variant (the library's kernel), optionally with the phase
  * profile (variants with VAR & PROF: the SET=2 list).
  * One head dim per binary, -DHD=64 / 128 / 256 (D = 256: its own main kernel,
- * attention_bwd_sm90_d256.cuh; no SET=1 / 2 lists), so that the device compiles them in parallel:
+ * attention_bwd_sm90_d256.cuh; lists SET=0, 3, 4 only), so that the device compiles them in parallel:
  *   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Isrc -Xptxas=-v -DHD=128 \
  *        dev/attention_sm90/bwd_harness.cu -lcuda -o build-att/bwd128
  *   bwd128 perf [S...]        every variant, S in {512, 2048, 8192} (default), full and causal
@@ -132,6 +132,7 @@ typedef struct variant {
     int cvt; /* the convert launch: 0 the harness's (grid <= 4096, an event between main and convert, timed
                 alone), 1 the library's plain launch (one wave, no event between: main + convert timed
                 together), 2 the library's programmatic dependent launch (WAIT kernel; session 8, part 2) */
+    int chgroup; /* causal problems: kv heads interleaved (> 0 overrides hgroup there; 0: hgroup's rule) */
 } variant;
 
 /* the first variant, the reference, is the library's kernel (attention_bwd_sm90.cu's att90b_cfg:
@@ -172,8 +173,32 @@ static const variant VARIANTS[] = {
     {"libhg16", launch_main256<0>, 0, 0, 16, 0, 0},
     {"newunord", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_UNORDERED>, 1, 0, 0, 0, 0},
     {"libunord", launch_main256<CML_ATT90B_V_UNORDERED>, 1, 0, 0, 0, 0},
-#elif HD == 256
-    /* s9a_d256_diet.patch: the library before the patch ("lib": VAR 0, 4 heads interleaved) against the
+#elif HD == 256 && SET == 0
+    /* Session 9, helper h9b: the library (VAR DIET256, its head interleave: hgroup -1, causal head-major)
+     * three times in turns with causal 2 / 4 / 16 kv heads interleaved (cN; full as the library), then
+     * full with 1 / 4 heads (f1, f4; causal head-major), the dQ adds without order (unord: NOT
+     * deterministic; what the order costs), and CTA exit times (EXITT: the idle tail) of lib, c2, c16. */
+    {"lib", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 0},
+    {"c2", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 2},
+    {"c4", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 4},
+    {"c16", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 16},
+    {"lib (2)", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 0},
+    {"c2 (2)", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 2},
+    {"c4 (2)", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 4},
+    {"c16 (2)", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 16},
+    {"lib (3)", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 0},
+    {"c2 (3)", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 2},
+    {"c4 (3)", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 4},
+    {"c16 (3)", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 16},
+    {"f1", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, 1, 0, 0, 1},
+    {"f4", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, 4, 0, 0, 1},
+    {"unord", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_UNORDERED>, 1, 0, -1, 0, 0, 0},
+    {"lib exit", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_EXITT>, 0, 0, -1, 1, 0, 0},
+    {"c2 exit", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_EXITT>, 0, 0, -1, 1, 0, 2},
+    {"c16 exit", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_EXITT>, 0, 0, -1, 1, 0, 16},
+#elif HD == 256 && SET == 4
+    /* (SET=4: the default list of run_s9a3.sh, the diet's confirming call, before helper h9b's list.)
+     * s9a_d256_diet.patch: the library before the patch ("lib": VAR 0, 4 heads interleaved) against the
      * patch's ("new": the diet and the D = 256 head interleave, hgroup -1), three times each in turns,
      * then each change alone (libpol: the interleave alone; diet: the diet alone). */
     {"lib", launch_main256<0>, 0, 0, 0, 0, 0},
@@ -184,6 +209,8 @@ static const variant VARIANTS[] = {
     {"new (3)", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0},
     {"libpol", launch_main256<0>, 0, 0, -1, 0, 0},
     {"diet", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, 0, 0, 0},
+#elif HD == 256
+#error "D = 256: SET 0, 3 or 4"
 #elif SET == 1
     {"lib", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0},
     {"lib exit", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_EXITT>, 0, 0, 0, 1},
@@ -370,7 +397,8 @@ static int run_problem(shape sh, int only_v, int reps) {
         if (only_v >= 0 && vi != only_v && vi != 0) continue;
         p.hshift = 0;
         /* 0: the library's before s9a_d256_diet.patch; -1: the patch's D = 256 interleave */
-        const int hgroup = var.hgroup > 0 ? var.hgroup
+        const int hgroup = causal && var.chgroup > 0 ? var.chgroup
+                           : var.hgroup > 0              ? var.hgroup
                            : causal       ? 1
                            : var.hgroup < 0 ? (p.n_kb <= 32 ? 4 : p.n_kb <= 64 ? 2 : 1)
                            : p.n_kb <= 16 ? 8

@@ -101,8 +101,8 @@ typedef struct cml__att90b_params {
  *              to measure what the fixed order costs;
  *   EARLYREL:  (session 7) the Q / dO stage released as soon as dV and dK are done (not after the dQ
  *              hand-off), except on a tile's last step (K, V stay until its own dQ product);
- *   EXITT:     (session 8) %globaltimer at CTA start and at each consumer's exit into
- *              p.prof[64 blockIdx + 60 .. 62]: how long SMs idle in the kernel's tail.
+ *   EXITT:     (session 8; D = 256 too since session 9) %globaltimer at CTA start and at each
+ *              consumer's exit into p.prof[64 blockIdx + 60 .. 62]: how long SMs idle in the kernel's tail.
  * The consumer step's "instruction diet" (session 8, part 3; measured and made the only code path in
  * session 9, dev/attention_sm90/README.md; the old code is in git history at 60fa81e): the producer
  * hands each step {semaphore index, j0, m, flags | mask} over (no runtime division in the consumers'

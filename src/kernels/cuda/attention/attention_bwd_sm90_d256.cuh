@@ -324,6 +324,7 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
             tcount++;
         }
     }
+    if ((VAR & CML_ATT90B_V_EXITT) && t == 0) p.prof[64 * blockIdx.x + 61 + ROLE] = cml__att90b_globaltimer();
 }
 
 template <int DT, int VAR = 0>
@@ -354,6 +355,7 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
     __syncthreads();
     cml__pdl_launch_dependents(); /* the convert kernel may be scheduled (attention_bwd_sm90.cuh) */
     const int wg = threadIdx.x / 128;
+    if ((VAR & CML_ATT90B_V_EXITT) && threadIdx.x == 0) p.prof[64 * blockIdx.x + 60] = cml__att90b_globaltimer();
     if (wg == 0) {
         cml__regs_dealloc<CML_ATT90B_PRODUCER_REGS>();
         if (threadIdx.x == 0) cml__att90b_produce<256, 64, 1, 2, VAR>(&map_q, &map_k, &map_v, &map_do, p, smem);
