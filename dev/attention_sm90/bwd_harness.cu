@@ -174,28 +174,23 @@ static const variant VARIANTS[] = {
     {"newunord", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_UNORDERED>, 1, 0, 0, 0, 0},
     {"libunord", launch_main256<CML_ATT90B_V_UNORDERED>, 1, 0, 0, 0, 0},
 #elif HD == 256 && SET == 0
-    /* Session 9, helper h9b: the library (VAR DIET256, its head interleave: hgroup -1, causal head-major)
-     * three times in turns with causal 2 / 4 / 16 kv heads interleaved (cN; full as the library), then
-     * full with 1 / 4 heads (f1, f4; causal head-major), the dQ adds without order (unord: NOT
-     * deterministic; what the order costs), and CTA exit times (EXITT: the idle tail) of lib, c2, c16. */
+    /* s9b_dq2w.patch (helper h9b): the library (VAR DIET256, its head interleave: hgroup -1) against DQ2W (two
+     * dQ writers per buffer, taking its partials in turns), three times each in turns, DQ2WP (the second writer
+     * of buffer 1 in the producer's warp) twice; then lib and dq2w with the
+     * writers' phase profile (PROF: dq writer lines only, the D = 256 consumers record nothing) and CTA exit
+     * times (EXITT). (Helper h9b's knob list, causal 2 / 4 / 16 heads interleaved, is in git history at 7af656f.) */
     {"lib", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 0},
-    {"c2", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 2},
-    {"c4", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 4},
-    {"c16", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 16},
+    {"dq2w", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_DQ2W>, 0, 0, -1, 0, 0, 0},
     {"lib (2)", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 0},
-    {"c2 (2)", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 2},
-    {"c4 (2)", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 4},
-    {"c16 (2)", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 16},
+    {"dq2w (2)", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_DQ2W>, 0, 0, -1, 0, 0, 0},
     {"lib (3)", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 0},
-    {"c2 (3)", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 2},
-    {"c4 (3)", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 4},
-    {"c16 (3)", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 16},
-    {"f1", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, 1, 0, 0, 1},
-    {"f4", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, 4, 0, 0, 1},
-    {"unord", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_UNORDERED>, 1, 0, -1, 0, 0, 0},
+    {"dq2w (3)", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_DQ2W>, 0, 0, -1, 0, 0, 0},
+    {"dq2wp", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_DQ2W | CML_ATT90B_V_DQ2WP>, 0, 0, -1, 0, 0, 0},
+    {"dq2wp (2)", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_DQ2W | CML_ATT90B_V_DQ2WP>, 0, 0, -1, 0, 0, 0},
+    {"lib prof", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_PROF>, 0, 1, -1, 0, 0, 0},
+    {"dq2w prof", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_DQ2W | CML_ATT90B_V_PROF>, 0, 1, -1, 0, 0, 0},
     {"lib exit", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_EXITT>, 0, 0, -1, 1, 0, 0},
-    {"c2 exit", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_EXITT>, 0, 0, -1, 1, 0, 2},
-    {"c16 exit", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_EXITT>, 0, 0, -1, 1, 0, 16},
+    {"dq2w exit", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_DQ2W | CML_ATT90B_V_EXITT>, 0, 0, -1, 1, 0, 0},
 #elif HD == 256 && SET == 4
     /* (SET=4: the default list of run_s9a3.sh, the diet's confirming call, before helper h9b's list.)
      * s9a_d256_diet.patch: the library before the patch ("lib": VAR 0, 4 heads interleaved) against the
@@ -503,6 +498,7 @@ static int run_problem(shape sh, int only_v, int reps) {
             printf("%s %-14s profile (cycles per step, summed over CTAs / steps):\n", tag, var.name);
             for (int c = 0; c < 2; c++) {
                 const double steps = (double)tot[20 * c + 17];
+                if (steps == 0) continue; /* D = 256: its consumers record no phases */
                 double sum = 0;
                 for (int i = 0; i < 20; i++) sum += i == 17 ? 0 : tot[20 * c + i];
                 printf("  consumer %d (%.0f steps, %.0f cycles/step):", c, steps, sum / steps);
@@ -518,9 +514,10 @@ static int run_problem(shape sh, int only_v, int reps) {
                        w, cnt, tot[40 + 6 * w] / cnt, tot[41 + 6 * w] / cnt, tot[42 + 6 * w] / cnt, tot[43 + 6 * w] / cnt);
             }
             const double tiles = (double)tot[59];
-            printf("  producer (%.0f tiles): [per tile: claim + last tile done %.0f] [per step: stage wait %.0f, "
-                   "issue %.0f]\n",
-                   tiles, tot[56] / tiles, tot[57] / (double)tot[17], tot[58] / (double)tot[17]);
+            if (tot[17] > 0)
+                printf("  producer (%.0f tiles): [per tile: claim + last tile done %.0f] [per step: stage wait %.0f, "
+                       "issue %.0f]\n",
+                       tiles, tot[56] / tiles, tot[57] / (double)tot[17], tot[58] / (double)tot[17]);
             free(h);
         }
         free(tp), free(tm), free(tc), free(tt);

@@ -33,8 +33,8 @@ template <> struct att90b_cfg<64> {
 template <> struct att90b_cfg<128> {
     enum { BM = 64, ST = 2, NDQ = 2, BN = CML_ATT90B_BN, HALVES = 1, VAR = CML_ATT90B_V_EARLYREL };
 };
-template <> struct att90b_cfg<256> {
-    enum { BM = 64, ST = 1, NDQ = 2, BN = 64, HALVES = 2, VAR = CML_ATT90B_V_DIET256 };
+template <> struct att90b_cfg<256> { /* DQ2W (session 9): two dQ writers take a buffer's partials in turns */
+    enum { BM = 64, ST = 1, NDQ = 2, BN = 64, HALVES = 2, VAR = CML_ATT90B_V_DIET256 | CML_ATT90B_V_DQ2W };
 };
 
 static int att90b_bm(int64_t D) { return D == 64 ? (int)att90b_cfg<64>::BM : (int)att90b_cfg<128>::BM; }

@@ -118,6 +118,14 @@ typedef struct cml__att90b_params {
 enum { CML_ATT90B_V_PROF = 1, CML_ATT90B_V_UNORDERED = 2, CML_ATT90B_V_EARLYREL = 32, CML_ATT90B_V_EXITT = 256 };
 /* s9a_d256_diet.patch: the D = 64 / 128 instruction diet in the D = 256 kernel (attention_bwd_sm90_d256.cuh) */
 enum { CML_ATT90B_V_DIET256 = 512 };
+/* s9b_dq2w.patch (helper h9b, D = 256 kernel only): two dQ writer threads per dQ buffer, taking its partials
+ * in turns, so that one waits for its add to complete (and releases the semaphore) while the other already
+ * waits for the next partial's turn and reads it out: the consumer's next store no longer waits behind the
+ * completion of the previous add. The adds of each query tile keep their key-block order (the semaphores
+ * decide it, not the writer): the same bits. The second writers run on lanes 0 and 16 of warp 3 (DQ2WP: buffer 1's
+ * on lane 16 of the producer's warp 0 instead), so that they share a warp with another writer (or the producer):
+ * which costs less is for the device to say (a divergent warp's paths run in turns). */
+enum { CML_ATT90B_V_DQ2W = 1024, CML_ATT90B_V_DQ2WP = 2048 };
 
 /* Phase timer (VAR & PROF): lap(slot) adds the cycles since the last lap to counter slot. */
 template <int VAR>
@@ -493,19 +501,37 @@ static __device__ __forceinline__ void cml__att90b_produce(const CUtensorMap *ma
 }
 
 /* dQ writer qb (one thread per dQ buffer, so that the adds of consecutive partials overlap): adds
- * the partials that pass through buffer qb into the accumulator, each in its key-block order. */
-template <int D, int BM, int ST, int NDQ, int VAR>
-static __device__ __forceinline__ void cml__att90b_write_dq(const cml__att90b_params &p, uint8_t *smem, int qb) {
+ * the partials that pass through buffer qb into the accumulator, each in its key-block order.
+ * VAR & DQ2W (D = 256): two writers per buffer, sub 0 taking partials 0, 2, 4 .., sub 1 partials 1, 3 ..
+ * of it, each announced on the writer's own full barrier (sub 0: dq_full[qb]; sub 1: the layout's last
+ * two barriers, n_bars - 2 + qb), so that each barrier's phases are waited in order by one thread (a
+ * parity wait on a phase whose predecessor has not completed would pass at once). dq_empty stays one
+ * barrier: its arrivals come in partial order (the consumers store partial it + 1 only after the
+ * arrival for it). The end {-1} reaches one writer; it completes the other's next phase itself (FULLN
+ * arrivals: the consumer warps' count), so that the other reads {-1} too. */
+template <int D, int BM, int ST, int NDQ, int VAR, int FULLN = 4>
+static __device__ __forceinline__ void cml__att90b_write_dq(const cml__att90b_params &p, uint8_t *smem, int qb,
+                                                            int sub = 0) {
     typedef cml__att90b_smem<D, BM, ST, NDQ> sm;
+    enum { NSUB = (VAR & CML_ATT90B_V_DQ2W) ? 2 : 1 };
+    static_assert(NSUB == 1 || D == 256, "DQ2W: D = 256's kernel only (its layout's barriers, FULLN, threads)");
     uint64_t *dq_full = (uint64_t *)(smem + sm::off_bar) + 1 + 3 * ST, *dq_empty = dq_full + NDQ;
+    uint64_t *full2 = (uint64_t *)(smem + sm::off_bar) + sm::n_bars - 2 + qb; /* DQ2W: sub 1's full barrier */
+    uint64_t *my_full = NSUB == 2 && sub ? full2 : &dq_full[qb];
     const int4 *dq_meta = (const int4 *)(smem + sm::off_dqmeta);
     cml__att90b_prof<VAR> pf;
     pf.init(p.prof);
     const int ps = 40 + 6 * qb; /* profile slots: full wait, order wait, add issue + read, add done, count */
-    for (int it = 0;; it++) {
-        cml__mbar_wait(&dq_full[qb], it & 1); /* the consumers' next partial is in buffer qb */
+    for (int j = 0;; j++) { /* this writer's j-th partial of buffer qb: partial NSUB j + sub */
+        cml__mbar_wait(my_full, j & 1); /* the consumers' next partial is in buffer qb */
         const int4 mt = dq_meta[qb]; /* {semaphore index, rank, -, -} or {-1} */
-        if (mt.x < 0) break;
+        if (mt.x < 0) {
+            if (NSUB == 2) { /* the end, passed on to the other writer of buffer qb (see above) */
+                uint64_t *other = sub ? &dq_full[qb] : full2;
+                for (int k = 0; k < FULLN; k++) cml__mbar_arrive(other);
+            }
+            break;
+        }
         pf.lap(ps);
         int *sem = p.dq_sem + mt.x;
         float *dst = p.dq_acc + (long long)mt.x * (sm::dq_bytes / 4); /* one partial per semaphore */

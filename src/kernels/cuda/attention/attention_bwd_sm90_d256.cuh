@@ -32,7 +32,8 @@
 
 /* The D = 256 layout under the name the shared producer and dQ writers use (BM 64, 1 stage, 2 dQ
  * buffers). Barriers: kv_full, q_full, do_full, qd_empty, dq_full[2], dq_empty[2] (the shared
- * roles' order), then p_full, p_empty, ds_full, ds_empty. */
+ * roles' order), then p_full, p_empty, ds_full, ds_empty, and (VAR & DQ2W) dq_full2[2]: the full
+ * barriers of the second dQ writers (odd partials). */
 template <>
 struct cml__att90b_smem<256, 64, 1, 2> {
     enum {
@@ -54,7 +55,7 @@ struct cml__att90b_smem<256, 64, 1, 2> {
         off_meta = off_di + 64 * 4,
         off_dqmeta = off_meta + 16,
         off_bar = off_dqmeta + 2 * 16,
-        n_bars = 12,
+        n_bars = 14, /* the last two: VAR & DQ2W's second full barriers (s9b_dq2w.patch) */
         total = 1024 + off_bar + 8 * n_bars
     };
 };
@@ -145,6 +146,7 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
     uint64_t *bars = (uint64_t *)(smem + sm::off_bar);
     uint64_t *kv_full = bars, *q_full = bars + 1, *do_full = bars + 2, *qd_empty = bars + 3;
     uint64_t *dq_full = bars + 4 + ROLE, *dq_empty = bars + 6 + ROLE;
+    uint64_t *dq_full2 = bars + 12 + ROLE; /* VAR & DQ2W: odd partials' (the second writer's) full barrier */
     uint64_t *p_full = bars + 8, *p_empty = bars + 9, *ds_full = bars + 10, *ds_empty = bars + 11;
     const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
     const int key_loc = 16 * warp + lane / 4; /* this thread's key rows of S^T / dP^T / dK / dV: key_loc, +8 */
@@ -179,7 +181,7 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
             if (it > 0) cml__mbar_wait(dq_empty, (it - 1) & 1);
             if (t == 0) *dq_meta = make_int4(-1, 0, 0, 0);
             __syncwarp();
-            if (lane == 0) cml__mbar_arrive(dq_full);
+            if (lane == 0) cml__mbar_arrive((VAR & CML_ATT90B_V_DQ2W) && (it & 1) ? dq_full2 : dq_full);
             break;
         }
         /* DECODE: tile = the semaphore index (b Hq + h) n_qt + m of the query tile, h = j0 */
@@ -309,7 +311,7 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
                                  cml__att90b_rank<64, 64>(p, m, n), 0, 0);
         cml__fence_proxy_async_smem();
         __syncwarp();
-        if (lane == 0) cml__mbar_arrive(dq_full);
+        if (lane == 0) cml__mbar_arrive((VAR & CML_ATT90B_V_DQ2W) && (it & 1) ? dq_full2 : dq_full);
         if (last) {
             if (DECODE) { /* once a tile: (b, hk) of the semaphore index (b Hq + h) n_qt + m, h in group hk */
                 const int bh = tile / p.n_qt;
@@ -350,6 +352,8 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
         cml__mbar_init(&bars[9], 128);  /* p_empty: consumer 1's threads read it */
         cml__mbar_init(&bars[10], 128); /* ds_full: consumer 1's threads wrote dS^T */
         cml__mbar_init(&bars[11], 2);   /* ds_empty: both consumers' dQ products read it */
+        if (VAR & CML_ATT90B_V_DQ2W)
+            for (int c = 0; c < 2; c++) cml__mbar_init(&bars[12 + c], 4); /* dq_full2: as dq_full, odd partials */
         cml__mbar_init_fence();
     }
     __syncthreads();
@@ -361,6 +365,12 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
         if (threadIdx.x == 0) cml__att90b_produce<256, 64, 1, 2, VAR>(&map_q, &map_k, &map_v, &map_do, p, smem);
         else if (threadIdx.x % 32 == 0 && threadIdx.x / 32 <= 2)
             cml__att90b_write_dq<256, 64, 1, 2, VAR>(p, smem, threadIdx.x / 32 - 1);
+        else if ((VAR & CML_ATT90B_V_DQ2W) && !(VAR & CML_ATT90B_V_DQ2WP) && threadIdx.x / 32 == 3 &&
+                 threadIdx.x % 16 == 0) /* the second writers of buffers 0, 1: lanes 0, 16 of warp 3 */
+            cml__att90b_write_dq<256, 64, 1, 2, VAR>(p, smem, threadIdx.x % 32 / 16, 1);
+        else if ((VAR & CML_ATT90B_V_DQ2WP) && (threadIdx.x == 96 || threadIdx.x == 16))
+            /* DQ2WP: buffer 0's on lane 0 of warp 3, buffer 1's on lane 16 of the producer's warp */
+            cml__att90b_write_dq<256, 64, 1, 2, VAR>(p, smem, threadIdx.x == 16, 1);
     } else {
         cml__regs_alloc<CML_ATT90B_CONSUMER_REGS>();
         if (__shfl_sync(0xffffffffu, wg, 0) == 1) cml__att90b256_consume<DT, 0, VAR>(p, smem);
