@@ -6,7 +6,6 @@
  *   att quick [variant...]          small shapes only (for compute-sanitizer)
  *   att perf  [variant...]          TFLOP/s at B*S = 16k tokens, hidden 2048, S in {512, 2k, 8k}
  *   att one V B S H D causal [Hkv] [Sk] [reps]
- *   att sweep D S causal reps T:half...   the library's kernel under the knobs ATT_T / ATT_HALF (below)
  * Inputs bf16 random in [-1, 1) (fresh per case); O poisoned (0xFF) before each run, every
  * row < S_q must be written; two runs bitwise identical; O and lse compared on sampled rows
  * (always the first and last ones) with the norm-wise relative error. TFLOP/s = 4 B H Sq Sk D,
@@ -78,19 +77,6 @@ static void launch_t(const maps &m, const cml__att90_params &p, int BH) {
 
 static int g_sms;
 static int *g_counter;
-/* the persistent kernel's knobs (session 9, h9f): ATT_T = the K / V bytes (MiB) a causal head group
- * may hold (0: head by head), ATT_HALF = half key tiles on the diagonal */
-static int g_T, g_half;
-
-/* head_group for a K / V working set of T MiB (the library's rule, attention_fwd_sm90.cu) */
-static int head_group(int T, int B, int H, int Hkv, int Sk, int D) {
-    if (T <= 0) return 0;
-    const double per_head = (double)Sk * D * 2 * 2 * Hkv / H;
-    int g = (int)((double)T * 1048576.0 / per_head);
-    if (g < 1) g = 1;
-    if (g > B * H) g = B * H;
-    return g;
-}
 
 template <int D, int BN, int ST, int SEP>
 static void launch_p(const maps &m, const cml__att90_params &p0, int BH) {
@@ -202,8 +188,6 @@ static int run(int v, const prob &pb, bool check, int reps, double *tflops) {
     p.scale_log2 = scale * 1.4426950408889634f;
     p.lse = dl;
     p.O = dout, p.o_sb = sq[0], p.o_ss = sq[1], p.o_sh = sq[2];
-    p.head_group = head_group(g_T, B, H, Hkv, Sk, D);
-    p.diag_half = g_half;
     int fail = 0;
     char desc[160];
     snprintf(desc, sizeof desc, "%-18s B=%d S=%d/%d H=%d/%d D=%d %s%s", var.name, B, Sq, Sk, H, Hkv, D,
@@ -303,88 +287,6 @@ static int run(int v, const prob &pb, bool check, int reps, double *tflops) {
 
 static bool built(int v, int D) { return VARIANTS[v].bn[di(D)] != 0; }
 
-/* order: the library's kernel (variant 5) at one shape under knob pairs (T, half), launches in turns
- * (each after the same 256 MiB memset: L2 evicted), medians of reps; O and lse compared bitwise
- * with the first pair's. Prints one line per pair. */
-static int sweep(int D, int S, int causal, int n_knobs, const int *T, const int *half, int reps) {
-    const int B = 16384 / S, H = 2048 / D;
-    long long st[3] = {(long long)S * H * D, (long long)H * D, D};
-    size_t nq = (size_t)B * S * H * D, nl = (size_t)B * H * S, nflush = (size_t)256 << 20;
-    uint16_t *dq, *dk, *dv, *dout;
-    float *dl;
-    uint8_t *flush;
-    CK(cudaMalloc(&dq, nq * 2));
-    CK(cudaMalloc(&dk, nq * 2));
-    CK(cudaMalloc(&dv, nq * 2));
-    CK(cudaMalloc(&dout, nq * 2));
-    CK(cudaMalloc(&dl, nl * 4));
-    CK(cudaMalloc(&flush, nflush));
-    fill_kernel<<<1024, 256>>>(dq, nq, g_seed++ * 0x9E3779B9u);
-    fill_kernel<<<1024, 256>>>(dk, nq, g_seed++ * 0x9E3779B9u);
-    fill_kernel<<<1024, 256>>>(dv, nq, g_seed++ * 0x9E3779B9u);
-    maps m;
-    make_map(&m.q, dq, B, S, H, D, st, CML_ATT90_BM);
-    make_map(&m.k, dk, B, S, H, D, st, 128);
-    make_map(&m.v, dv, B, S, H, D, st, 128);
-    make_map(&m.o, dout, B, S, H, D, st, 64);
-    cml__att90_params p;
-    memset(&p, 0, sizeof p);
-    p.Hq = H, p.group = 1, p.Sq = S, p.Sk = S, p.causal = causal;
-    p.q_tiles = (S + CML_ATT90_BM - 1) / CML_ATT90_BM;
-    p.scale_log2 = 1.0f / sqrtf((float)D) * 1.4426950408889634f;
-    p.lse = dl;
-    uint16_t *ref = (uint16_t *)malloc(nq * 2), *got = (uint16_t *)malloc(nq * 2);
-    float *lref = (float *)malloc(nl * 4), *lgot = (float *)malloc(nl * 4);
-    int fails = 0;
-    char same[16][8];
-    for (int k = 0; k < n_knobs; k++) {
-        p.head_group = head_group(T[k], B, H, H, S, D), p.diag_half = half[k];
-        CK(cudaMemset(dout, 0xFF, nq * 2));
-        CK(cudaMemset(dl, 0xFF, nl * 4));
-        launch(5, D, m, p, B * H);
-        CK(cudaDeviceSynchronize());
-        CK(cudaMemcpy(k ? got : ref, dout, nq * 2, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(k ? lgot : lref, dl, nl * 4, cudaMemcpyDeviceToHost));
-        const bool eq = !k || (!memcmp(ref, got, nq * 2) && !memcmp(lref, lgot, nl * 4));
-        snprintf(same[k], sizeof same[k], "%s", eq ? "same" : "DIFF");
-        fails += !eq;
-    }
-    float *t = (float *)malloc((size_t)reps * n_knobs * 4);
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
-    for (int r = -3; r < reps; r++)
-        for (int k = 0; k < n_knobs; k++) {
-            p.head_group = head_group(T[k], B, H, H, S, D), p.diag_half = half[k];
-            CK(cudaMemsetAsync(flush, r & 0xFF, nflush));
-            cudaEventRecord(e0);
-            launch(5, D, m, p, B * H);
-            cudaEventRecord(e1);
-            CK(cudaEventSynchronize(e1));
-            if (r >= 0) cudaEventElapsedTime(&t[k * reps + r], e0, e1);
-        }
-    CK(cudaGetLastError());
-    const double flop = 4.0 * B * H * (double)S * S * D * (causal ? 0.5 : 1.0);
-    double base = 0;
-    for (int k = 0; k < n_knobs; k++) {
-        qsort(t + k * reps, reps, 4, cmp_float);
-        const double ms = t[k * reps + reps / 2], tf = flop / ms / 1e9;
-        if (!k) base = tf;
-        printf("sweep D=%d S=%-5d %s T=%-3d G=%-3d half=%d | %.4f ms (min %.4f) %6.1f TFLOP/s x%.3f  %s\n", D, S,
-               causal ? "causal" : "full  ", T[k], head_group(T[k], B, H, H, S, D), half[k], ms, t[k * reps], tf,
-               tf / base, same[k]);
-    }
-    fflush(stdout);
-    free(ref), free(got), free(lref), free(lgot), free(t);
-    CK(cudaFree(dq));
-    CK(cudaFree(dk));
-    CK(cudaFree(dv));
-    CK(cudaFree(dout));
-    CK(cudaFree(dl));
-    CK(cudaFree(flush));
-    return fails;
-}
-
 int main(int argc, char **argv) {
     if (argc < 2) {
         printf("usage: att check|perf [variant...] | att one V B S H D causal [Hkv] [Sk] [reps]\n");
@@ -393,15 +295,6 @@ int main(int argc, char **argv) {
     srand(7);
     CK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, 0));
     CK(cudaMalloc(&g_counter, sizeof(int)));
-    g_T = getenv("ATT_T") ? atoi(getenv("ATT_T")) : 0;
-    g_half = getenv("ATT_HALF") ? atoi(getenv("ATT_HALF")) : 0;
-    if (!strcmp(argv[1], "sweep") && argc >= 7) { /* att sweep D S causal reps T:half [T:half...] */
-        int T[16], hf[16], nk = 0;
-        for (int i = 6; i < argc && nk < 16; i++, nk++)
-            if (sscanf(argv[i], "%d:%d", &T[nk], &hf[nk]) != 2) return 2;
-        const int f = sweep(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), nk, T, hf, atoi(argv[5]));
-        return f ? 1 : 0;
-    }
     int vs[N_VARIANTS], nv = 0;
     for (int i = 2; i < argc && strcmp(argv[1], "one"); i++) vs[nv++] = atoi(argv[i]);
     if (!nv)

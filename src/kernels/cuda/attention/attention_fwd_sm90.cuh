@@ -45,10 +45,6 @@ typedef struct cml__att90_params {
     long long o_sb, o_ss, o_sh;
     int total_tiles;  /* persistent kernel: q_tiles * B * Hq */
     int *tile_counter; /* persistent kernel: zero before the launch; tiles past gridDim.x are taken from it */
-    int diag_half;     /* persistent kernel (BN 128 / 192): a consumer whose rows see only the first half of
-                          the last key tile computes that half alone */
-    int head_group;    /* persistent kernel, causal: > 0 orders the work tiles longest first across groups of
-                          this many (batch, head) pairs (cml__att90_decode); 0: head by head */
 } cml__att90_params;
 
 /* Host side, shared by the forward and backward launchers (attention_fwd_sm90.cu): the 4-D map
@@ -144,25 +140,23 @@ static __device__ __forceinline__ void cml__att90_load(uint8_t *dst, const CUten
     for (int c = 0; c < D / 64; c++) cml__tma_load_4d(dst + c * rows * 128, map, bar, c * 64, h, s0, b);
 }
 
-/* S = Q K^T for this consumer: q_addr its 64 rows of column block 0, k_addr the stage (BN keys);
- * N < BN: only the first N keys (S in the first N / 2 registers). */
-template <int DT, int D, int BN, int N = BN>
+/* S = Q K^T for this consumer: q_addr its 64 rows of column block 0, k_addr the stage. */
+template <int DT, int D, int BN>
 static __device__ __forceinline__ void cml__att90_qk(float *sc, uint32_t q_addr, uint32_t k_addr) {
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) { /* 16 of D per wgmma: +32 bytes in a 128-byte row, blocks of 64 */
         const uint32_t in_block = (kk % 4) * 32;
         const uint64_t dq = cml__wgmma_desc(q_addr + (kk / 4) * CML_ATT90_BM * 128 + in_block, 16, 1024);
         const uint64_t dk = cml__wgmma_desc(k_addr + (kk / 4) * BN * 128 + in_block, 16, 1024);
-        cml__att90_mma_ss<DT, N>(sc, dq, dk, kk > 0);
+        cml__att90_mma_ss<DT, BN>(sc, dq, dk, kk > 0);
     }
 }
 
-/* O += P V: 16 keys per wgmma; V N-major: +16 rows (2048 bytes) per step, column blocks BN * 128 apart;
- * the first KEYS keys of the stage. */
-template <int DT, int D, int BN, int KEYS = BN>
+/* O += P V: 16 keys per wgmma; V N-major: +16 rows (2048 bytes) per step, column blocks BN * 128 apart. */
+template <int DT, int D, int BN>
 static __device__ __forceinline__ void cml__att90_pv(float *o, const uint32_t *pa, uint32_t v_addr) {
 #pragma unroll
-    for (int kk = 0; kk < KEYS / 16; kk++) {
+    for (int kk = 0; kk < BN / 16; kk++) {
         /* A fragment of keys 16kk..16kk+15: (row a, c..c+1), (row b, c..c+1), (row a, c+8..), (row b, c+8..) */
         const uint32_t a[4] = {pa[4 * kk], pa[4 * kk + 1], pa[4 * kk + 2], pa[4 * kk + 3]};
         const uint64_t dv = cml__wgmma_desc(v_addr + kk * 16 * 128, BN * 128, 1024);
@@ -459,8 +453,7 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
  * p.tile_counter (claimed by the producer, handed to the consumers with the Q tile through
  * tile_id in shared memory). The producer loads the next tile's Q and first K/V stages while the
  * consumers finish the current one, so a tile's load latency and epilogue overlap work.
- * Work tiles are numbered head-major, the longest causal tiles of a head first, or (causal,
- * p.head_group > 0) longest first across a group of heads. Which CTA
+ * Work tiles are numbered head-major, the longest causal tiles of a head first. Which CTA
  * computes a tile does not change how it is computed: results stay bitwise reproducible.
  * SEP_O: the epilogue stages O in its own buffer (Q may be refilled as soon as the consumers'
  * last Q K^T is done); otherwise in the Q buffer (D = 256: no room), which is then released
@@ -483,16 +476,7 @@ struct cml__att90_tile {
 template <int BN>
 static __device__ __forceinline__ cml__att90_tile cml__att90_decode(const cml__att90_params &p, int tile) {
     cml__att90_tile t;
-    int t_lin = tile % p.q_tiles, bh = tile / p.q_tiles;
-    if (p.causal && p.head_group > 0) {
-        /* groups of head_group (batch, head) pairs, one after the other (their K / V stay in L2 while
-         * the group runs); inside a group the longest query tile of every pair, then the next longest:
-         * the CTAs that claim the last tiles of the launch get the shortest ones, so the tail is short */
-        const int per_group = p.head_group * p.q_tiles, g = tile / per_group, rem = tile - g * per_group;
-        const int pairs = min(p.head_group, p.total_tiles / p.q_tiles - g * p.head_group);
-        t_lin = rem / pairs;
-        bh = g * p.head_group + (rem - t_lin * pairs);
-    }
+    const int t_lin = tile % p.q_tiles, bh = tile / p.q_tiles;
     const int qt = p.causal ? p.q_tiles - 1 - t_lin : t_lin;
     t.q0 = qt * CML_ATT90_BM;
     t.b = bh / p.Hq;
@@ -513,8 +497,6 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     typedef cml__att90_psmem<D, BN, STAGES, SEP_O> sm;
     const int BM = CML_ATT90_BM;
-    /* half key tiles (p.diag_half) where BN / 2 is a wgmma N */
-    enum { HALF = BN == 128 || BN == 192, HALF_N = HALF ? BN / 2 : BN };
     extern __shared__ uint8_t cml__att90_smem_raw[];
     uint8_t *smem = (uint8_t *)(((uintptr_t)cml__att90_smem_raw + 1023) & ~(uintptr_t)1023);
     uint8_t *sq = smem;
@@ -602,15 +584,6 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
             const int diag = p.causal ? (t.q0 + off + 1 > 0 ? (t.q0 + off + 1) / BN : 0) : first_masked;
             const int mask_from = min(first_masked, diag);
             const int n = t.n_tiles;
-            /* half: this consumer's rows see only the first BN / 2 keys of the last key tile (consumer 0 on
-             * a causal diagonal): its last Q K^T and P V take half the keys, the rest are masked by position
-             * (key >= end). Shuffled from lane 0 so that the compiler sees a warp-uniform branch (C7520). */
-            int half = 0;
-            if (HALF && p.diag_half) {
-                const int kend = p.causal ? min(p.Sk, max(0, t.q0 + consumer * 64 + 64 + off)) : p.Sk;
-                half = kend <= (n - 1) * BN + BN / 2;
-            }
-            half = __shfl_sync(0xffffffffu, half, 0);
             float m[2] = {__int_as_float(0xff800000), __int_as_float(0xff800000)}, l[2] = {0.0f, 0.0f}, corr[2];
 #pragma unroll
             for (int i = 0; i < D / 2; i++) o[i] = 0.0f;
@@ -627,10 +600,7 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
                     cml__mbar_wait(&k_full[s], (it / STAGES) & 1);
                     cml__att90_bar_sync(1 + consumer, 256);
                     cml__wgmma_fence();
-                    if (HALF && half && n == 1)
-                        cml__att90_qk<DT, D, BN, HALF_N>(sc, q_addr, cml__smem_addr(sk + s * sm::kv_bytes));
-                    else
-                        cml__att90_qk<DT, D, BN>(sc, q_addr, cml__smem_addr(sk + s * sm::kv_bytes));
+                    cml__att90_qk<DT, D, BN>(sc, q_addr, cml__smem_addr(sk + s * sm::kv_bytes));
                     cml__wgmma_commit();
                     cml__att90_bar_arrive(2 - consumer, 256);
                     cml__wgmma_wait<0>();
@@ -640,8 +610,7 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
                         __syncwarp();
                         if (lane == 0) cml__mbar_arrive(q_empty);
                     }
-                    cml__att90_softmax<BN>(sc, m, l, corr, 0 >= mask_from || (half && n == 1), key_lane, end,
-                                           p.scale_log2);
+                    cml__att90_softmax<BN>(sc, m, l, corr, 0 >= mask_from, key_lane, end, p.scale_log2);
                     cml__att90_to_p<DT, BN>(pa, sc);
                 }
                 for (int j = 1; j < n; j++) {
@@ -649,10 +618,7 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
                     cml__mbar_wait(&k_full[s], (g / STAGES) & 1);
                     cml__att90_bar_sync(1 + consumer, 256);
                     cml__wgmma_fence();
-                    if (HALF && half && j == n - 1)
-                        cml__att90_qk<DT, D, BN, HALF_N>(sc, q_addr, cml__smem_addr(sk + s * sm::kv_bytes));
-                    else
-                        cml__att90_qk<DT, D, BN>(sc, q_addr, cml__smem_addr(sk + s * sm::kv_bytes));
+                    cml__att90_qk<DT, D, BN>(sc, q_addr, cml__smem_addr(sk + s * sm::kv_bytes));
                     cml__wgmma_commit();
                     cml__mbar_wait(&v_full[sp], ((g - 1) / STAGES) & 1);
                     cml__att90_pv<DT, D, BN>(o, pa, cml__smem_addr(sv + sp * sm::kv_bytes));
@@ -665,8 +631,7 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
                         __syncwarp();
                         if (lane == 0) cml__mbar_arrive(q_empty);
                     }
-                    cml__att90_softmax<BN>(sc, m, l, corr, j >= mask_from || (half && j == n - 1), j * BN + key_lane,
-                                           end, p.scale_log2);
+                    cml__att90_softmax<BN>(sc, m, l, corr, j >= mask_from, j * BN + key_lane, end, p.scale_log2);
                     cml__wgmma_wait<0>();
                     cml__wgmma_reg_fence<D / 2>(o);
                     cml__att90_keep<BN / 4>(pa);
@@ -677,10 +642,7 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
                 const int g = it + n - 1, s = g % STAGES;
                 cml__mbar_wait(&v_full[s], (g / STAGES) & 1);
                 cml__wgmma_fence();
-                if (HALF && half)
-                    cml__att90_pv<DT, D, BN, HALF_N>(o, pa, cml__smem_addr(sv + s * sm::kv_bytes));
-                else
-                    cml__att90_pv<DT, D, BN>(o, pa, cml__smem_addr(sv + s * sm::kv_bytes));
+                cml__att90_pv<DT, D, BN>(o, pa, cml__smem_addr(sv + s * sm::kv_bytes));
                 cml__wgmma_commit();
                 cml__wgmma_wait<0>();
                 cml__wgmma_reg_fence<D / 2>(o);
