@@ -3,7 +3,8 @@
 # instruction diet (session10_consumer_diet.patch) against base, in ONE device call. Run from the
 # repository root of the lead's tree (the patch and this script are all it needs):
 #   LIMIT=285 bash dev/gemm_sm90/consumer_probe.sh; tar czf $OUT/logs.tgz -C /tmp/x .
-# (run with timeout_s 300). Trees: /tmp/base and /tmp/w are copies of this tree; the patch is applied
+# (run with timeout_s 300). PATCH=dev/gemm_sm90/session10_consumer_diet_locate.patch measures the diet
+# plus the next tile's place found under the first k-block (README) instead of the diet alone. Trees: /tmp/base and /tmp/w are copies of this tree; the patch is applied
 # to /tmp/w (or, if this tree already has it, reverted in /tmp/base). Both libraries build at once
 # (camel, test_gpu_gemm and camel_static for the new tree; camel and camel_static for base; the base
 # build niced). On the GPU, in turn: test_gpu_gemm (new) as soon as it is built; dhash (dhash.cu,
@@ -27,7 +28,8 @@ W=${W:-/tmp/w}
 BASE=${BASE:-/tmp/base}
 mkdir -p $x
 : >$x/summary.txt
-patch=dev/gemm_sm90/session10_consumer_diet.patch
+patch=${PATCH:-dev/gemm_sm90/session10_consumer_diet.patch}
+echo "patch: $patch" >>$x/summary.txt
 rm -rf $W $BASE && mkdir -p $W $BASE
 tar cf - --exclude='./build*' --exclude=./.git . | tar xf - -C $W
 tar cf - --exclude='./build*' --exclude=./.git . | tar xf - -C $BASE
