@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Session 9 study (README "Plan (session 9 study): the causal forward order without C7511"): the forward's
+O and lse of one library as hashes, to compare two builds bit for bit (run_s10f.sh).
+
+    ohash.py --lib build/src/libcamel.so > hashes.txt
+
+For each shape (bf16 BSHD; causal and full; awkward S, S_q != S_kv both ways, GQA, head counts that leave
+a partial last head group of the causal order): fixed-seed Q / K / V, O and lse poisoned (0xFF bytes:
+NaN) before each call, two calls whose bytes must be equal ("repeat ok"), the count of NaN left in O
+(must be 0: every row written) and a SHA-256 of O and of lse. A work order that dropped, repeated or
+mis-mapped a tile, or a half tile that let a key through, changes a hash or leaves NaN: the lines of
+two builds that compute the same tiles the same way are equal line for line.
+"""
+import argparse
+import hashlib
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+from attention_side_by_side import CML_BF16, Camel  # noqa: E402
+
+# (B, S_q, S_kv, H_q, H_kv, D, causal)
+SHAPES = [
+    (8, 2048, 2048, 32, 32, 64, True), (8, 2048, 2048, 32, 32, 64, False),
+    (4, 2048, 2048, 16, 16, 128, True), (4, 2048, 2048, 16, 16, 128, False),
+    (1, 8192, 8192, 32, 32, 64, True),    # head_group 8 of 32 pairs
+    (1, 8192, 8192, 12, 12, 64, True),    # groups of 8 and 4 (a partial last group)
+    (1, 16384, 16384, 3, 3, 128, True),   # groups of 2 and 1
+    (2, 4097, 4097, 8, 8, 64, True), (2, 4097, 4097, 8, 8, 128, False),
+    (3, 1000, 1500, 8, 2, 128, True),     # S_q < S_kv, GQA
+    (2, 1500, 1000, 8, 8, 64, True),      # S_q > S_kv (rows without keys)
+    (3, 777, 777, 5, 5, 64, True), (1, 2080, 2080, 4, 4, 128, False),
+]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lib", required=True)
+    args = ap.parse_args()
+    import torch
+
+    camel = Camel(args.lib)
+    stream = torch.cuda.ExternalStream(camel.stream)
+    dev = torch.device("cuda")
+    fails = 0
+    with torch.cuda.stream(stream):
+        for i, (B, Sq, Sk, Hq, Hkv, D, causal) in enumerate(SHAPES):
+            g = torch.Generator(device=dev)
+            g.manual_seed(1000 + i)
+            s3 = math.sqrt(3.0)
+
+            def rand(S, H):
+                return torch.empty(B, S, H, D, device=dev, dtype=torch.bfloat16).uniform_(-s3, s3, generator=g)
+
+            q, k, v = rand(Sq, Hq), rand(Sk, Hkv), rand(Sk, Hkv)
+            o = torch.empty(B, Sq, Hq, D, device=dev, dtype=torch.bfloat16)
+            lse = torch.empty(B, Hq, Sq, device=dev, dtype=torch.float32)
+            desc = camel.lib.cml_attention_desc_bshd(B, Sq, Sk, Hq, Hkv, D, causal, CML_BF16)
+            out = []
+            for _ in range(2):
+                o.view(torch.uint8).fill_(0xFF)
+                lse.view(torch.uint8).fill_(0xFF)
+                camel.fwd(desc, o, lse, q, k, v)
+                torch.cuda.synchronize()
+                out.append((o.view(torch.uint8).cpu().numpy().tobytes(), lse.view(torch.uint8).cpu().numpy().tobytes()))
+            nan = int(torch.isnan(o).sum().item())
+            rep = out[0] == out[1]
+            fails += (not rep) + (nan > 0)
+            ho, hl = (hashlib.sha256(b).hexdigest()[:16] for b in out[0])
+            print(f"B={B} S={Sq}/{Sk} H={Hq}/{Hkv} D={D} {'causal' if causal else 'full  '} "
+                  f"O {ho} lse {hl} nan {nan} {'repeat ok' if rep else 'REPEAT DIFFERS'}", flush=True)
+            del q, k, v, o, lse
+    print(f"ohash: {len(SHAPES)} shapes, {fails} failures (NaN left or repeat differs)")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
