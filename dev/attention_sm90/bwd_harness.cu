@@ -3,7 +3,7 @@
  * checked bitwise against the first variant (the library's kernel), optionally with the phase
  * profile (variants with VAR & PROF: the SET=2 list).
  * One head dim per binary, -DHD=64 / 128 / 256 (D = 256: its own main kernel,
- * attention_bwd_sm90_d256.cuh; lists SET=0, 3, 4 only), so that the device compiles them in parallel:
+ * attention_bwd_sm90_d256.cuh), so that the device compiles them in parallel:
  *   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Isrc -Xptxas=-v -DHD=128 \
  *        dev/attention_sm90/bwd_harness.cu -lcuda -o build-att/bwd128
  *   bwd128 perf [S...]        every variant, S in {512, 2048, 8192} (default), full and causal
@@ -144,77 +144,37 @@ typedef struct variant {
 #define LIB_ST 2
 #define LIB_NDQ 2
 #endif
-/* The library's main kernel twice in turns (the spread of one binary; session 9 made the D = 64 / 128
- * instruction diet their only code path: the diet / decode / nomask / desc / stsm lists are in git
- * history at 60fa81e; the D = 256 diet's lists are in s9a_d256_diet.patch); hgroup 0 = the library's
- * tile order. SET=1: with EXITT (CTA start / exit times: the idle tail, plan candidate 3's
- * measurement); SET=2: with PROF (phase profile; D = 64 / 128 only). The session-8 candidates
- * (FUSEDQ, QDWARP) and their lists are in s8_fusedq.patch; earlier lists in git history (session
- * 7: 475ee1f, c48252a). REPS=n: medians of n; CAUSAL=0 / 1: perf without / with the mask only. */
+/* The library's main kernel twice in turns (the spread of one binary). Session 9 made the consumer
+ * step's instruction diet the only code path at every D and D = 256's two dQ writers per buffer its
+ * only one: the lists that compared them with the paths before (diet / decode / nomask / desc / stsm,
+ * D = 256's lib / new / dq2w / dq2wp) are in git history at 60fa81e (D = 64 / 128) and 00b8e0c
+ * (D = 256). SET=1: with EXITT (CTA start / exit times: the idle tail, plan candidate 3's
+ * measurement); SET=2: with PROF (phase profile; at D = 256 the dQ writers' only: its consumers
+ * record none). The session-8 candidates (FUSEDQ, QDWARP) and their lists are in s8_fusedq.patch;
+ * earlier lists in git history (session 7: 475ee1f, c48252a). REPS=n: medians of n; CAUSAL=0 / 1:
+ * perf without / with the mask only. */
 #if HD == 128
 enum { LIBV = CML_ATT90B_V_EARLYREL }; /* the library's VAR (attention_bwd_sm90.cu) */
 #else
 enum { LIBV = 0 };
 #endif
-static const variant VARIANTS[] = {
-#if HD == 256 && SET == 3
-    /* s9a_d256_diet.patch, helper h9a's call 2: the diet ("new", VAR DIET256) and the kernel before
-     * ("lib", VAR 0) under head interleaves 4 (the library's at D = 256, S >= 2k), 8, 2, 1, 16, without
-     * the key-block order of the dQ adds (unord: NOT deterministic). */
-    {"lib", launch_main256<0>, 0, 0, 0, 0, 0},
-    {"new", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, 0, 0, 0},
-    {"newhg8", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, 8, 0, 0},
-    {"libhg8", launch_main256<0>, 0, 0, 8, 0, 0},
-    {"newhg2", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, 2, 0, 0},
-    {"libhg2", launch_main256<0>, 0, 0, 2, 0, 0},
-    {"newhg1", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, 1, 0, 0},
-    {"libhg1", launch_main256<0>, 0, 0, 1, 0, 0},
-    {"newhg16", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, 16, 0, 0},
-    {"libhg16", launch_main256<0>, 0, 0, 16, 0, 0},
-    {"newunord", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_UNORDERED>, 1, 0, 0, 0, 0},
-    {"libunord", launch_main256<CML_ATT90B_V_UNORDERED>, 1, 0, 0, 0, 0},
-#elif HD == 256 && SET == 0
-    /* s9b_dq2w.patch (helper h9b): the library (VAR DIET256, its head interleave: hgroup -1) against DQ2W (two
-     * dQ writers per buffer, taking its partials in turns), three times each in turns, DQ2WP (the second writer
-     * of buffer 1 in the producer's warp) twice; then lib and dq2w with the
-     * writers' phase profile (PROF: dq writer lines only, the D = 256 consumers record nothing) and CTA exit
-     * times (EXITT). (Helper h9b's knob list, causal 2 / 4 / 16 heads interleaved, is in git history at 7af656f.) */
-    {"lib", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 0},
-    {"dq2w", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_DQ2W>, 0, 0, -1, 0, 0, 0},
-    {"lib (2)", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 0},
-    {"dq2w (2)", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_DQ2W>, 0, 0, -1, 0, 0, 0},
-    {"lib (3)", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0, 0},
-    {"dq2w (3)", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_DQ2W>, 0, 0, -1, 0, 0, 0},
-    {"dq2wp", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_DQ2W | CML_ATT90B_V_DQ2WP>, 0, 0, -1, 0, 0, 0},
-    {"dq2wp (2)", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_DQ2W | CML_ATT90B_V_DQ2WP>, 0, 0, -1, 0, 0, 0},
-    {"lib prof", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_PROF>, 0, 1, -1, 0, 0, 0},
-    {"dq2w prof", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_DQ2W | CML_ATT90B_V_PROF>, 0, 1, -1, 0, 0, 0},
-    {"lib exit", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_EXITT>, 0, 0, -1, 1, 0, 0},
-    {"dq2w exit", launch_main256<CML_ATT90B_V_DIET256 | CML_ATT90B_V_DQ2W | CML_ATT90B_V_EXITT>, 0, 0, -1, 1, 0, 0},
-#elif HD == 256 && SET == 4
-    /* (SET=4: the default list of run_s9a3.sh, the diet's confirming call, before helper h9b's list.)
-     * s9a_d256_diet.patch: the library before the patch ("lib": VAR 0, 4 heads interleaved) against the
-     * patch's ("new": the diet and the D = 256 head interleave, hgroup -1), three times each in turns,
-     * then each change alone (libpol: the interleave alone; diet: the diet alone). */
-    {"lib", launch_main256<0>, 0, 0, 0, 0, 0},
-    {"new", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0},
-    {"lib (2)", launch_main256<0>, 0, 0, 0, 0, 0},
-    {"new (2)", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0},
-    {"lib (3)", launch_main256<0>, 0, 0, 0, 0, 0},
-    {"new (3)", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, -1, 0, 0},
-    {"libpol", launch_main256<0>, 0, 0, -1, 0, 0},
-    {"diet", launch_main256<CML_ATT90B_V_DIET256>, 0, 0, 0, 0, 0},
-#elif HD == 256
-#error "D = 256: SET 0, 3 or 4"
-#elif SET == 1
-    {"lib", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0},
-    {"lib exit", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_EXITT>, 0, 0, 0, 1},
-#elif SET == 2
-    {"lib", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0},
-    {"lib prof", launch_main<LIB_ST, LIB_NDQ, LIBV | CML_ATT90B_V_PROF>, 0, 1, 0, 0},
+#if HD == 256
+#define LIB_MAIN(V) launch_main256<LIBV | (V)>
+#define LIB_HG -1 /* the library's D = 256 head interleave (see run_problem) */
 #else
-    {"lib", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0, 0},
-    {"lib (2)", launch_main<LIB_ST, LIB_NDQ, LIBV>, 0, 0, 0, 0, 0},
+#define LIB_MAIN(V) launch_main<LIB_ST, LIB_NDQ, LIBV | (V)>
+#define LIB_HG 0
+#endif
+static const variant VARIANTS[] = {
+#if SET == 1
+    {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0},
+    {"lib exit", LIB_MAIN(CML_ATT90B_V_EXITT), 0, 0, LIB_HG, 1},
+#elif SET == 2
+    {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0},
+    {"lib prof", LIB_MAIN(CML_ATT90B_V_PROF), 0, 1, LIB_HG, 0},
+#else
+    {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0, 0},
+    {"lib (2)", LIB_MAIN(0), 0, 0, LIB_HG, 0, 0},
 #endif
 };
 enum { N_VARIANTS = sizeof VARIANTS / sizeof VARIANTS[0] };
@@ -391,7 +351,7 @@ static int run_problem(shape sh, int only_v, int reps) {
         const variant &var = VARIANTS[vi];
         if (only_v >= 0 && vi != only_v && vi != 0) continue;
         p.hshift = 0;
-        /* 0: the library's before s9a_d256_diet.patch; -1: the patch's D = 256 interleave */
+        /* 0: the library's D = 64 / 128 interleave; -1: the library's D = 256 interleave */
         const int hgroup = causal && var.chgroup > 0 ? var.chgroup
                            : var.hgroup > 0              ? var.hgroup
                            : causal       ? 1

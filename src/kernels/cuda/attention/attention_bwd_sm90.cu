@@ -21,11 +21,11 @@ static const char att90b_fn[] = "cml_attention_bwd";
  * with its own semaphore; attention_bwd_sm90_d256.cuh), the kernel variant VAR (session 7,
  * dev/attention_sm90/README.md: at D = 128 EARLYREL, the Q / dO stage released as soon as dV and dK
  * are done, so that the producer refills it under the dQ hand-off: 0-6% faster, 2% on average;
- * at D = 64 it measured between 1% faster and 12% slower, so D = 64 keeps the session-6 step) and,
- * The D = 64 / 128 consumer step's instruction diet (session 9: the same bits, the main kernel 3-9%
- * faster at D = 128 and 1-9% at D = 64) is their kernel's only code path; at D = 256 it measured
- * 8-17% slower at S = 8k-16k without the mask (dev/attention_sm90/README.md, helper h9a), so the
- * D = 256 kernel has none of it. */
+ * at D = 64 it measured between 1% faster and 12% slower, so D = 64 keeps the session-6 step).
+ * Every head dim runs the consumer step's instruction diet (same bits; main kernel 3-9% faster at
+ * D = 128, 1-9% at D = 64; at D = 256 the whole backward 0.95-0.99 of before together with its head
+ * interleave, cml__attention_bwd_sm90) and, at D = 256, two dQ writers per buffer (same bits; whole
+ * backward 0.94-0.99): both are the kernels' only code path (session 9, dev/attention_sm90/README.md). */
 template <int D> struct att90b_cfg;
 template <> struct att90b_cfg<64> {
     enum { BM = 128, ST = 2, NDQ = 1, BN = CML_ATT90B_BN, HALVES = 1, VAR = 0 };
@@ -33,9 +33,7 @@ template <> struct att90b_cfg<64> {
 template <> struct att90b_cfg<128> {
     enum { BM = 64, ST = 2, NDQ = 2, BN = CML_ATT90B_BN, HALVES = 1, VAR = CML_ATT90B_V_EARLYREL };
 };
-template <> struct att90b_cfg<256> { /* DQ2W (session 9): two dQ writers take a buffer's partials in turns */
-    enum { BM = 64, ST = 1, NDQ = 2, BN = 64, HALVES = 2, VAR = CML_ATT90B_V_DIET256 | CML_ATT90B_V_DQ2W };
-};
+template <> struct att90b_cfg<256> { enum { BM = 64, ST = 1, NDQ = 2, BN = 64, HALVES = 2, VAR = 0 }; };
 
 static int att90b_bm(int64_t D) { return D == 64 ? (int)att90b_cfg<64>::BM : (int)att90b_cfg<128>::BM; }
 static int att90b_bn(int64_t D) { return D == 256 ? (int)att90b_cfg<256>::BN : CML_ATT90B_BN; }

@@ -31,9 +31,9 @@
  *       hand-off; VAR EARLYREL, attention_bwd_sm90.cu's att90b_cfg). Ping-pong (named
  *       barriers 1, 2): the consumers take turns issuing their S^T + dP^T and their dV + dK + dQ
  *       products, so one's exp / dS work runs under the other's products;
- *     dQ writers (one thread per dQ buffer): add each partial into a f32 accumulator in global
- *       memory (one bulk reduce-add; the first key block stores instead) in a FIXED order of key
- *       blocks.
+ *     dQ writers (one thread per dQ buffer; D = 256: two, taking turns): add each partial into a
+ *       f32 accumulator in global memory (one bulk reduce-add; the first key block stores
+ *       instead) in a FIXED order of key blocks.
  *   convert: dQ = scale * accumulator, to 16-bit in Q's layout; zeros for query tiles that no
  *            key block touches (causal rows that see no key). Launched as a programmatic
  *            dependent launch of main where it can be (attention_bwd_sm90.cu): its blocks then
@@ -104,28 +104,18 @@ typedef struct cml__att90b_params {
  *   EXITT:     (session 8; D = 256 too since session 9) %globaltimer at CTA start and at each
  *              consumer's exit into p.prof[64 blockIdx + 60 .. 62]: how long SMs idle in the kernel's tail.
  * The consumer step's "instruction diet" (session 8, part 3; measured and made the only code path in
- * session 9, dev/attention_sm90/README.md; the old code is in git history at 60fa81e): the producer
- * hands each step {semaphore index, j0, m, flags | mask} over (no runtime division in the consumers'
- * step; (b, hk) decoded once a tile, at its end); the P / dS math in an unmasked copy and a masked
- * one, chosen by the step's uniform mask flag; each wgmma descriptor's low word built once per
- * operand base and advanced by a constant (shared addresses < 2^18: the 14-bit start field never
- * carries); dS^T stored by stmatrix.x4 (the accumulator layout is stmatrix's).
+ * session 9, D = 256's kernel too, dev/attention_sm90/README.md): the producer hands each step
+ * {semaphore index, j0, m, flags | mask} over (no runtime division in the consumers' step; (b, hk)
+ * decoded once a tile, at its end); the P / dS math in an unmasked copy and a masked one, chosen by
+ * the step's uniform mask flag; each wgmma descriptor's low word built once per operand base and
+ * advanced by a constant (shared addresses < 2^18: the 14-bit start field never carries); dS^T
+ * stored by stmatrix.x4 (the accumulator layout is stmatrix's).
  * Session 8 also measured the dQ conversion fused into the dQ writers (FUSEDQ) and a per-warp
  * stage release (QDWARP): both slower, kept as dev/attention_sm90/s8_fusedq.patch.
  * Session 7 also measured FlashAttention-3's intra-warpgroup overlap (S^T and dP^T as two groups,
  * the deferred dQ product first) and no ping-pong as variants here: none was faster
  * (dev/attention_sm90/README.md, session 7; their code is in git history at 475ee1f). */
 enum { CML_ATT90B_V_PROF = 1, CML_ATT90B_V_UNORDERED = 2, CML_ATT90B_V_EARLYREL = 32, CML_ATT90B_V_EXITT = 256 };
-/* s9a_d256_diet.patch: the D = 64 / 128 instruction diet in the D = 256 kernel (attention_bwd_sm90_d256.cuh) */
-enum { CML_ATT90B_V_DIET256 = 512 };
-/* s9b_dq2w.patch (helper h9b, D = 256 kernel only): two dQ writer threads per dQ buffer, taking its partials
- * in turns, so that one waits for its add to complete (and releases the semaphore) while the other already
- * waits for the next partial's turn and reads it out: the consumer's next store no longer waits behind the
- * completion of the previous add. The adds of each query tile keep their key-block order (the semaphores
- * decide it, not the writer): the same bits. The second writers run on lanes 0 and 16 of warp 3 (DQ2WP: buffer 1's
- * on lane 16 of the producer's warp 0 instead), so that they share a warp with another writer (or the producer):
- * which costs less is for the device to say (a divergent warp's paths run in turns). */
-enum { CML_ATT90B_V_DQ2W = 1024, CML_ATT90B_V_DQ2WP = 2048 };
 
 /* Phase timer (VAR & PROF): lap(slot) adds the cycles since the last lap to counter slot. */
 template <int VAR>
@@ -175,10 +165,7 @@ struct cml__att90b_smem {
 
 /* A step description: int4 {semaphore index (b Hq + h) n_qt + m of the query tile, first key j0 of the
  * work tile, query tile m, flags}; flags: the tile's first / last step, MASK (the step needs the
- * mask: keys past S_kv or the causal diagonal). D = 256 (attention_bwd_sm90_d256.cuh) gets
- * {head-major tile number g n_kb + n_kb - 1 - n, h, m, first / last} and decodes it in its consumers:
- * the decoded form measured up to 10% slower there without the mask at S = 8k-16k (session 9, helper
- * h9a: faster consumers queue on the ordered dQ adds; dev/attention_sm90/README.md). */
+ * mask: keys past S_kv or the causal diagonal), decoded by the producer, off the consumers' chain. */
 enum { CML_ATT90B_FIRST = 1, CML_ATT90B_LAST = 2, CML_ATT90B_MASK = 4 };
 
 /* Work tile -> (key block n, kv head g = b H_kv + hk). The kv heads go in groups of
@@ -475,13 +462,9 @@ static __device__ __forceinline__ void cml__att90b_produce(const CUtensorMap *ma
                 if (it >= ST) cml__mbar_wait(&qd_empty[s], (it / ST - 1) & 1); /* step it - ST is done with it */
                 pf.lap(57);
                 if (h == h_end - 1 && m == p.n_qt - 1) flags |= CML_ATT90B_LAST;
-                if (D == 256 && !(VAR & CML_ATT90B_V_DIET256)) { /* the D = 256 consumers decode the step themselves (session 9: see the step flags) */
-                    meta[s] = make_int4(g * p.n_kb + p.n_kb - 1 - n, h, m, flags);
-                } else { /* the step decoded here, off the consumers' chain */
-                    const int idx = (b * p.Hq + h) * p.n_qt + m, i0 = m * BM, off = p.Sk - p.Sq;
-                    const bool mask = j0 + BN > p.Sk || (p.causal && i0 < j0 + BN - 1 - off);
-                    meta[s] = make_int4(idx, j0, m, flags | (mask ? CML_ATT90B_MASK : 0));
-                }
+                const int idx = (b * p.Hq + h) * p.n_qt + m, i0 = m * BM, off = p.Sk - p.Sq;
+                const bool mask = j0 + BN > p.Sk || (p.causal && i0 < j0 + BN - 1 - off);
+                meta[s] = make_int4(idx, j0, m, flags | (mask ? CML_ATT90B_MASK : 0));
                 flags = 0;
                 const int row = ((b * p.Hq + h) * p.n_qt + m) * BM; /* < 2^31: checked on the host */
                 cml__mbar_arrive_expect_tx(&q_full[s], sm::qd_bytes + BM * 4); /* also publishes meta[s] */
@@ -502,21 +485,25 @@ static __device__ __forceinline__ void cml__att90b_produce(const CUtensorMap *ma
 
 /* dQ writer qb (one thread per dQ buffer, so that the adds of consecutive partials overlap): adds
  * the partials that pass through buffer qb into the accumulator, each in its key-block order.
- * VAR & DQ2W (D = 256): two writers per buffer, sub 0 taking partials 0, 2, 4 .., sub 1 partials 1, 3 ..
- * of it, each announced on the writer's own full barrier (sub 0: dq_full[qb]; sub 1: the layout's last
- * two barriers, n_bars - 2 + qb), so that each barrier's phases are waited in order by one thread (a
- * parity wait on a phase whose predecessor has not completed would pass at once). dq_empty stays one
- * barrier: its arrivals come in partial order (the consumers store partial it + 1 only after the
- * arrival for it). The end {-1} reaches one writer; it completes the other's next phase itself (FULLN
- * arrivals: the consumer warps' count), so that the other reads {-1} too. */
+ * D = 256 (attention_bwd_sm90_d256.cuh): two writers per buffer, sub 0 taking partials 0, 2, 4 .., sub 1
+ * partials 1, 3 .. of it, so that one waits for its add to complete (and releases the semaphore) while
+ * the other already waits for the next partial's turn and reads it out: the consumer's next store no
+ * longer waits behind the completion of the previous add (D = 256 has one buffer per consumer, no
+ * second to fill meanwhile). The adds of each query tile keep their key-block order (the semaphores
+ * decide it, not the writer): the same bits. Each partial is announced on its writer's own full barrier
+ * (sub 0: dq_full[qb]; sub 1: the layout's last two barriers, n_bars - 2 + qb), so that each barrier's
+ * phases are waited in order by one thread (a parity wait on a phase whose predecessor has not
+ * completed would pass at once). dq_empty stays one barrier: its arrivals come in partial order (the
+ * consumers store partial it + 1 only after the arrival for it). The end {-1} reaches one writer; it
+ * completes the other's next phase itself (FULLN arrivals: the consumer warps' count), so that the
+ * other reads {-1} too. */
 template <int D, int BM, int ST, int NDQ, int VAR, int FULLN = 4>
 static __device__ __forceinline__ void cml__att90b_write_dq(const cml__att90b_params &p, uint8_t *smem, int qb,
                                                             int sub = 0) {
     typedef cml__att90b_smem<D, BM, ST, NDQ> sm;
-    enum { NSUB = (VAR & CML_ATT90B_V_DQ2W) ? 2 : 1 };
-    static_assert(NSUB == 1 || D == 256, "DQ2W: D = 256's kernel only (its layout's barriers, FULLN, threads)");
+    enum { NSUB = D == 256 ? 2 : 1 };
     uint64_t *dq_full = (uint64_t *)(smem + sm::off_bar) + 1 + 3 * ST, *dq_empty = dq_full + NDQ;
-    uint64_t *full2 = (uint64_t *)(smem + sm::off_bar) + sm::n_bars - 2 + qb; /* DQ2W: sub 1's full barrier */
+    uint64_t *full2 = (uint64_t *)(smem + sm::off_bar) + sm::n_bars - 2 + qb; /* D = 256: sub 1's full barrier */
     uint64_t *my_full = NSUB == 2 && sub ? full2 : &dq_full[qb];
     const int4 *dq_meta = (const int4 *)(smem + sm::off_dqmeta);
     cml__att90b_prof<VAR> pf;
@@ -560,31 +547,6 @@ static __device__ __forceinline__ void cml__att90b_write_dq(const cml__att90b_pa
         pf.count(ps + 4);
     }
     cml__bulk_wait<0>();
-}
-
-/* D = 256's consumers (attention_bwd_sm90_d256.cuh), descriptors built per wgmma:
- * acc (64 x N) = A B^T over the head dim, both K-major in shared memory: a_addr the consumer's 64
- * rows of a tile of A_ROWS rows, b_addr a tile of N rows (D / 64 column blocks each); */
-template <int DT, int D, int N, int A_ROWS>
-static __device__ __forceinline__ void cml__att90b_mma_nt(float *acc, uint32_t a_addr, uint32_t b_addr) {
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-        const uint32_t in_block = (kk % 4) * 32;
-        const uint64_t da = cml__wgmma_desc(a_addr + (kk / 4) * A_ROWS * 128 + in_block, 16, 1024);
-        const uint64_t db = cml__wgmma_desc(b_addr + (kk / 4) * N * 128 + in_block, 16, 1024);
-        cml__att90_mma_ss<DT, N>(acc, da, db, kk > 0);
-    }
-}
-
-/* acc (64 x D) += A B over BM queries: A from registers (a[4 kk .. 4 kk + 3] per 16 queries, the
- * accumulator layout of a 64 x BM tile), B (BM x D) N-major in shared memory. */
-template <int DT, int D, int BM>
-static __device__ __forceinline__ void cml__att90b_mma_rs(float *acc, const uint32_t *a, uint32_t b_addr) {
-#pragma unroll
-    for (int kk = 0; kk < BM / 16; kk++) {
-        const uint32_t ak[4] = {a[4 * kk], a[4 * kk + 1], a[4 * kk + 2], a[4 * kk + 3]};
-        cml__att90_mma_rs<DT, D>(acc, ak, cml__wgmma_desc(b_addr + kk * 16 * 128, BM * 128, 1024));
-    }
 }
 
 /* A wgmma descriptor's low word (start address >> 4 | leading byte offset >> 4 << 16) for an operand
@@ -665,26 +627,13 @@ static __device__ __forceinline__ void cml__att90b_p_ds(uint32_t *pa, uint32_t *
     }
 }
 
-/* dS^T rows key_loc, key_loc + 8 of the tile (BN rows, BM / 64 column blocks, 128-byte swizzle), one
- * STS.32 per register (D = 256's consumer 1). */
-template <int BM>
-static __device__ __forceinline__ void cml__att90b_store_ds(uint8_t *dsb, const uint32_t *ds, int key_loc, int lane) {
-    const int BN = CML_ATT90B_BN;
-#pragma unroll
-    for (int q = 0; q < BM / 8; q++) {
-        uint8_t *blk = dsb + (q / 8) * BN * 128;
-        const int chunk = ((q % 8) ^ (key_loc % 8)) * 16 + (lane % 4) * 4;
-        *(uint32_t *)(blk + key_loc * 128 + chunk) = ds[2 * q];
-        *(uint32_t *)(blk + (key_loc + 8) * 128 + chunk) = ds[2 * q + 1];
-    }
-}
-
-/* The same bytes by stmatrix.x4, 4 per 32 query columns (D = 64 / 128; 128-byte swizzle: 16-byte
- * chunk c of row j at chunk c ^ (j % 8)). ds[2q], ds[2q + 1]
- * are the 8 x 8 blocks (rows key0 .. key0 + 7 resp. + 8 .. + 15, key0 = key_loc - lane / 4, columns
- * 8q ..) in stmatrix's fragment layout (row lane / 4, columns 2 (lane % 4), + 1); lane t gives the
- * row address of block t / 8 of the four (q, q + 1 with q even: one 16-byte chunk each; chunk
- * (q % 8 + t / 16) ^ (row % 8) = (q % 8) ^ (t / 16 ^ t % 8)). */
+/* dS^T rows key_loc, key_loc + 8 of the tile (BN rows, BM / 64 column blocks) by stmatrix.x4, one per
+ * 16 query columns (a quarter of the STS.32 one per register would take; 128-byte swizzle: 16-byte
+ * chunk c of row j at chunk c ^ (j % 8)). ds[2q], ds[2q + 1] are the 8 x 8 blocks (rows key0 ..
+ * key0 + 7 resp. + 8 .. + 15, key0 = key_loc - lane / 4, columns 8q ..) in stmatrix's fragment
+ * layout (row lane / 4, columns 2 (lane % 4), + 1); lane t gives the row address of block t / 8 of
+ * the four (q, q + 1 with q even: one 16-byte chunk each; chunk (q % 8 + t / 16) ^ (row % 8) =
+ * (q % 8) ^ (t / 16 ^ t % 8)). */
 template <int BM>
 static __device__ __forceinline__ void cml__att90b_store_ds_stsm(uint8_t *dsb, const uint32_t *ds, int key_loc, int lane) {
     const int BN = CML_ATT90B_BN;

@@ -19,8 +19,14 @@
  * Per step 10.5 MFLOP in five products of 2.1 MFLOP (dQ as two halves), as at D = 128.
  *
  * Shared memory (~218 KB): K, V (32 KB each), ONE stage of Q and dO (32 KB each), two dQ half
- * buffers (64 x 128 f32, 32 KB each, one per consumer and dQ writer), dS^T (8 KB), P^T (f32,
- * 16 KB). A second Q / dO stage (64 KB) does not fit next to the dQ buffers.
+ * buffers (64 x 128 f32, 32 KB each, one per consumer, each with two dQ writers taking its partials
+ * in turns: cml__att90b_write_dq), dS^T (8 KB), P^T (f32, 16 KB). A second Q / dO stage (64 KB)
+ * does not fit next to the dQ buffers.
+ * The consumers' step is the D = 64 / 128 kernel's instruction diet (same products, same bits): the
+ * producer's decoded step description (no division in the step; (b, hk) decoded once a tile, at its
+ * end), P^T in an unmasked and a masked copy chosen by the uniform mask flag, every wgmma
+ * descriptor's low word built once (one stage: every operand base is fixed), dS^T stored by
+ * stmatrix.x4.
  * dQ partials go to the accumulator in halves: semaphore (and accumulator part of 8192 floats)
  * 2 ((b H_q + h) n_qt + m) + half; each half is laid out like a D = 128 tile (the convert kernel
  * reads it so). Both halves of a (query tile, key block) add with the same rank: the fixed
@@ -32,8 +38,8 @@
 
 /* The D = 256 layout under the name the shared producer and dQ writers use (BM 64, 1 stage, 2 dQ
  * buffers). Barriers: kv_full, q_full, do_full, qd_empty, dq_full[2], dq_empty[2] (the shared
- * roles' order), then p_full, p_empty, ds_full, ds_empty, and (VAR & DQ2W) dq_full2[2]: the full
- * barriers of the second dQ writers (odd partials). */
+ * roles' order), then p_full, p_empty, ds_full, ds_empty, dq_full2[2]: the full barriers of the
+ * second dQ writers (odd partials). */
 template <>
 struct cml__att90b_smem<256, 64, 1, 2> {
     enum {
@@ -55,27 +61,15 @@ struct cml__att90b_smem<256, 64, 1, 2> {
         off_meta = off_di + 64 * 4,
         off_dqmeta = off_meta + 16,
         off_bar = off_dqmeta + 2 * 16,
-        n_bars = 14, /* the last two: VAR & DQ2W's second full barriers (s9b_dq2w.patch) */
+        n_bars = 14, /* the last two: the second dQ writers' full barriers (cml__att90b_write_dq) */
         total = 1024 + off_bar + 8 * n_bars
     };
 };
 typedef cml__att90b_smem<256, 64, 1, 2> cml__att90b256_sm;
 
-/* dQ half (64 queries x 128) = dS K[:, half]: dS^T (64 keys x 64 queries) read M-major, K N-major
- * (k_addr: the half's first 64-column block; blocks 64 x 128 bytes apart). */
-template <int DT>
-static __device__ __forceinline__ void cml__att90b256_mma_dq(float *acc, uint32_t ds_addr, uint32_t k_addr) {
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++) {
-        const uint64_t da = cml__wgmma_desc(ds_addr + kk * 16 * 128, 64 * 128, 1024);
-        const uint64_t db = cml__wgmma_desc(k_addr + kk * 16 * 128, 64 * 128, 1024);
-        if (DT == CML_ATT90_BF16) cml__wgmma_m64n128k16_bf16<1, 1>(acc, da, db, kk > 0);
-        else cml__wgmma_m64n128k16_f16<1, 1>(acc, da, db, kk > 0);
-    }
-}
-
-/* cml__att90b256_mma_dq with prebuilt descriptor low words (VAR & DIET256; cml__att90b_desc_lo of the same
- * base addresses, leading byte offset 64 128): the same wgmmas on the same descriptors. */
+/* dQ half (64 queries x 128) = dS K[:, half]: dS^T (64 keys x 64 queries) read M-major, K N-major;
+ * ds_lo / k_lo the descriptor low words (cml__att90b_desc_lo, leading byte offset 64 128) of dS^T and
+ * of the half's first 64-column block of K (blocks 64 x 128 bytes apart). */
 template <int DT>
 static __device__ __forceinline__ void cml__att90b256_mma_dq_lo(float *acc, uint32_t ds_lo, uint32_t k_lo) {
 #pragma unroll
@@ -89,7 +83,7 @@ static __device__ __forceinline__ void cml__att90b256_mma_dq_lo(float *acc, uint
 /* P^T = exp2(S^T scale log2e - lse2) in place (register 4q + 2r + e: key row r of the thread, query
  * 8q + qcol0 + e) and as 16-bit A fragments; MASKED = 1 zeroes keys at or past Sk_rel and, causal,
  * keys above the diagonal (positions relative to the query tile's first row), MASKED = 0 masks
- * nothing (VAR & DIET256: the copy is chosen by the step's warp-uniform mask flag). */
+ * nothing (the copy is chosen by the step's warp-uniform mask flag). */
 template <int DT, int MASKED>
 static __device__ __forceinline__ void cml__att90b256_p(float *sp, uint32_t *frag, const float *lse_s, int qcol0,
                                                         int key_a, int Sk_rel, int causal, int off, float scale_log2) {
@@ -131,22 +125,16 @@ static __device__ __forceinline__ void cml__att90b256_store_rows(uint16_t *base,
     }
 }
 
-/* One consumer warpgroup (ROLE 0: S^T, P^T, dV, dQ half 0; ROLE 1: dP^T, dS^T, dK, dQ half 1).
- * VAR & DIET256 (the library's D = 256 kernel from session 9, dev/attention_sm90/README.md "Session 9 (helper h9a)"): the
- * D = 64 / 128 kernel's instruction diet (same products, same bits): DECODE, the producer hands each
- * step {semaphore index, j0, m, flags | mask} over (no division in the step; (b, hk) decoded once a
- * tile, at its end); NOMASK, P^T in an unmasked and a masked copy chosen by the uniform mask flag;
- * DESC, every wgmma descriptor's low word built once (one stage: every operand base is fixed); STSM,
- * dS^T stored by stmatrix.x4 (4 instead of 16 STS.32). */
+/* One consumer warpgroup (ROLE 0: S^T, P^T, dV, dQ half 0; ROLE 1: dP^T, dS^T, dK, dQ half 1); its
+ * dQ halves alternate between the two writers of buffer ROLE (even steps: dq_full, odd: dq_full2). */
 template <int DT, int ROLE, int VAR>
 static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_params &p, uint8_t *smem) {
     typedef cml__att90b256_sm sm;
     const int BN = 64, BM = 64;
-    const bool DECODE = (VAR & CML_ATT90B_V_DIET256) != 0, NOMASK = DECODE, DESC = DECODE, STSM = DECODE;
     uint64_t *bars = (uint64_t *)(smem + sm::off_bar);
     uint64_t *kv_full = bars, *q_full = bars + 1, *do_full = bars + 2, *qd_empty = bars + 3;
     uint64_t *dq_full = bars + 4 + ROLE, *dq_empty = bars + 6 + ROLE;
-    uint64_t *dq_full2 = bars + 12 + ROLE; /* VAR & DQ2W: odd partials' (the second writer's) full barrier */
+    uint64_t *dq_full2 = bars + 12 + ROLE; /* odd partials' (the second writer's) full barrier */
     uint64_t *p_full = bars + 8, *p_empty = bars + 9, *ds_full = bars + 10, *ds_empty = bars + 11;
     const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
     const int key_loc = 16 * warp + lane / 4; /* this thread's key rows of S^T / dP^T / dK / dV: key_loc, +8 */
@@ -155,8 +143,8 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
     const uint32_t k_addr = cml__smem_addr(smem + sm::off_k), v_addr = cml__smem_addr(smem + sm::off_v);
     const uint32_t q_addr = cml__smem_addr(smem + sm::off_q), do_addr = cml__smem_addr(smem + sm::off_do);
     const uint32_t ds_addr = cml__smem_addr(smem + sm::off_ds);
-    /* VAR & DIET256: the descriptor low words of every operand, once (S^T / dP^T: leading byte offset
-     * 16; dV / dK's B and the dQ half's operands: 64 128) */
+    /* the descriptor low words of every operand, once (S^T / dP^T: leading byte offset 16; dV / dK's B
+     * and the dQ half's operands: 64 128) */
     const uint32_t nt_a_lo = cml__att90b_desc_lo(ROLE == 0 ? k_addr : v_addr, 16);
     const uint32_t nt_b_lo = cml__att90b_desc_lo(ROLE == 0 ? q_addr : do_addr, 16);
     const uint32_t rs_b_lo = cml__att90b_desc_lo(ROLE == 0 ? do_addr : q_addr, BM * 128);
@@ -181,20 +169,12 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
             if (it > 0) cml__mbar_wait(dq_empty, (it - 1) & 1);
             if (t == 0) *dq_meta = make_int4(-1, 0, 0, 0);
             __syncwarp();
-            if (lane == 0) cml__mbar_arrive((VAR & CML_ATT90B_V_DQ2W) && (it & 1) ? dq_full2 : dq_full);
+            if (lane == 0) cml__mbar_arrive(it & 1 ? dq_full2 : dq_full);
             break;
         }
-        /* DECODE: tile = the semaphore index (b Hq + h) n_qt + m of the query tile, h = j0 */
-        int n, b = 0, hk = 0, j0, i0;
-        bool mask;
-        if (DECODE) {
-            j0 = h, n = (int)((unsigned)j0 / BN), i0 = m * BM, mask = (flags & CML_ATT90B_MASK) != 0;
-        } else {
-            const int g = tile / p.n_kb;
-            n = p.n_kb - 1 - tile % p.n_kb, b = g / p.Hkv, hk = g % p.Hkv;
-            j0 = n * BN, i0 = m * BM;
-            mask = j0 + BN > p.Sk || (p.causal && i0 < j0 + BN - 1 - off);
-        }
+        /* the step description, decoded by the producer: tile = the semaphore index, h = j0 */
+        const int j0 = h, n = (int)((unsigned)j0 / BN), i0 = m * BM;
+        const bool mask = (flags & CML_ATT90B_MASK) != 0;
         const bool last = (flags & CML_ATT90B_LAST) != 0;
         if (flags & CML_ATT90B_FIRST) {
             cml__mbar_wait(kv_full, tcount & 1); /* this tile's K, V */
@@ -205,39 +185,16 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
         uint32_t frag[16]; /* P^T or dS^T as 16-bit A fragments */
         if (ROLE == 1) cml__mbar_wait(do_full, ph);
         cml__wgmma_fence();
-        if (DESC) cml__att90b_mma_nt_lo<DT, 256, 64, 64>(sp, nt_a_lo, nt_b_lo);
-        else cml__att90b_mma_nt<DT, 256, 64, 64>(sp, ROLE == 0 ? k_addr : v_addr, ROLE == 0 ? q_addr : do_addr);
+        cml__att90b_mma_nt_lo<DT, 256, 64, 64>(sp, nt_a_lo, nt_b_lo); /* S^T = K Q^T or dP^T = V dO^T */
         cml__wgmma_commit();
         cml__wgmma_wait<0>();
         cml__wgmma_reg_fence<32>(sp);
         if (ROLE == 0) {
-            if (NOMASK && mask) /* warp-uniform (shuffled): no divergence */
+            if (mask) /* warp-uniform (shuffled): no divergence */
                 cml__att90b256_p<DT, 1>(sp, frag, lse_s, qcol0, j0 + key_loc - i0, p.Sk - i0, p.causal, off,
                                         p.scale_log2);
-            else if (NOMASK)
+            else
                 cml__att90b256_p<DT, 0>(sp, frag, lse_s, qcol0, 0, 0, 0, 0, p.scale_log2);
-            else {
-            const int key_a = j0 + key_loc - i0, Sk_rel = p.Sk - i0; /* positions relative to the query tile */
-#pragma unroll
-            for (int q = 0; q < 8; q++) {
-                const int col = 8 * q + qcol0;
-                const float2 l2 = *(const float2 *)(lse_s + col);
-#pragma unroll
-                for (int r = 0; r < 2; r++)
-#pragma unroll
-                    for (int e = 0; e < 2; e++) {
-                        const int idx = 4 * q + 2 * r + e;
-                        float pv = cml__att90_ex2(fmaf(sp[idx], p.scale_log2, -(e ? l2.y : l2.x)));
-                        if (mask) {
-                            const int key = key_a + 8 * r, qi = col + e;
-                            if (key >= Sk_rel || (p.causal && key > qi + off)) pv = 0.0f;
-                        }
-                        sp[idx] = pv;
-                    }
-                frag[2 * q] = cml__att90_pack<DT>(sp[4 * q], sp[4 * q + 1]);
-                frag[2 * q + 1] = cml__att90_pack<DT>(sp[4 * q + 2], sp[4 * q + 3]);
-            }
-            }
             /* P^T (f32) for consumer 1, in this thread's fragment order (conflict-free float4s) */
             if (it > 0) cml__mbar_wait(p_empty, (it - 1) & 1);
 #pragma unroll
@@ -245,8 +202,7 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
             cml__mbar_arrive(p_full);
             cml__mbar_wait(do_full, ph);
             cml__wgmma_fence();
-            if (DESC) cml__att90b_mma_rs_lo<DT, 256, 64>(acc, frag, rs_b_lo);
-            else cml__att90b_mma_rs<DT, 256, 64>(acc, frag, do_addr); /* dV += P^T dO */
+            cml__att90b_mma_rs_lo<DT, 256, 64>(acc, frag, rs_b_lo); /* dV += P^T dO */
             cml__wgmma_commit();
         } else {
             float pp[32];
@@ -272,21 +228,18 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
             }
             /* dS^T for both dQ halves, once both consumers' dQ products of the last step read it */
             if (it > 0) cml__mbar_wait(ds_empty, (it - 1) & 1);
-            if (STSM) cml__att90b_store_ds_stsm<64>(smem + sm::off_ds, frag, key_loc, lane);
-            else cml__att90b_store_ds<64>(smem + sm::off_ds, frag, key_loc, lane);
+            cml__att90b_store_ds_stsm<64>(smem + sm::off_ds, frag, key_loc, lane);
             cml__fence_proxy_async_smem();
-            if (STSM) __syncwarp(); /* the warp's stmatrix wrote other lanes' rows: all fenced first */
+            __syncwarp(); /* the warp's stmatrix wrote other lanes' rows: all fenced first */
             cml__mbar_arrive(ds_full);
             cml__wgmma_fence();
-            if (DESC) cml__att90b_mma_rs_lo<DT, 256, 64>(acc, frag, rs_b_lo);
-            else cml__att90b_mma_rs<DT, 256, 64>(acc, frag, q_addr); /* dK += dS^T Q */
+            cml__att90b_mma_rs_lo<DT, 256, 64>(acc, frag, rs_b_lo); /* dK += dS^T Q */
             cml__wgmma_commit();
         }
         float dq[64];
         cml__mbar_wait(ds_full, ph); /* every row of dS^T is written */
         cml__wgmma_fence();
-        if (DESC) cml__att90b256_mma_dq_lo<DT>(dq, dq_a_lo, dq_b_lo);
-        else cml__att90b256_mma_dq<DT>(dq, ds_addr, k_addr + ROLE * 2 * BN * 128);
+        cml__att90b256_mma_dq_lo<DT>(dq, dq_a_lo, dq_b_lo);
         cml__wgmma_commit();
         /* Q, dO, lse2, Di are read once dV / dK are done: the next step's loads overlap the dQ
          * product; K (read by it) stays until the tile's last step is released, after it */
@@ -307,16 +260,13 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
         for (int q = 0; q < 16; q++)
             dqs[(q % 8) * 256 + (q / 8) * 128 + t] = make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
         if (t == 0)
-            *dq_meta = make_int4((DECODE ? tile : (b * p.Hq + h) * p.n_qt + m) * 2 + ROLE,
-                                 cml__att90b_rank<64, 64>(p, m, n), 0, 0);
+            *dq_meta = make_int4(tile * 2 + ROLE, cml__att90b_rank<64, 64>(p, m, n), 0, 0);
         cml__fence_proxy_async_smem();
         __syncwarp();
-        if (lane == 0) cml__mbar_arrive((VAR & CML_ATT90B_V_DQ2W) && (it & 1) ? dq_full2 : dq_full);
+        if (lane == 0) cml__mbar_arrive(it & 1 ? dq_full2 : dq_full);
         if (last) {
-            if (DECODE) { /* once a tile: (b, hk) of the semaphore index (b Hq + h) n_qt + m, h in group hk */
-                const int bh = tile / p.n_qt;
-                b = bh / p.Hq, hk = bh % p.Hq / p.group;
-            }
+            /* once a tile: (b, hk) of the semaphore index (b Hq + h) n_qt + m, h in group hk */
+            const int bh = tile / p.n_qt, b = bh / p.Hq, hk = bh % p.Hq / p.group;
             if (ROLE == 0)
                 cml__att90b256_store_rows<DT>((uint16_t *)p.dV + b * p.dv_s[0] + hk * p.dv_s[2], p.dv_s[1], acc,
                                               j0 + key_loc, p.Sk, qcol0, 1.0f);
@@ -352,8 +302,7 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
         cml__mbar_init(&bars[9], 128);  /* p_empty: consumer 1's threads read it */
         cml__mbar_init(&bars[10], 128); /* ds_full: consumer 1's threads wrote dS^T */
         cml__mbar_init(&bars[11], 2);   /* ds_empty: both consumers' dQ products read it */
-        if (VAR & CML_ATT90B_V_DQ2W)
-            for (int c = 0; c < 2; c++) cml__mbar_init(&bars[12 + c], 4); /* dq_full2: as dq_full, odd partials */
+        for (int c = 0; c < 2; c++) cml__mbar_init(&bars[12 + c], 4); /* dq_full2: as dq_full, odd partials */
         cml__mbar_init_fence();
     }
     __syncthreads();
@@ -365,12 +314,10 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
         if (threadIdx.x == 0) cml__att90b_produce<256, 64, 1, 2, VAR>(&map_q, &map_k, &map_v, &map_do, p, smem);
         else if (threadIdx.x % 32 == 0 && threadIdx.x / 32 <= 2)
             cml__att90b_write_dq<256, 64, 1, 2, VAR>(p, smem, threadIdx.x / 32 - 1);
-        else if ((VAR & CML_ATT90B_V_DQ2W) && !(VAR & CML_ATT90B_V_DQ2WP) && threadIdx.x / 32 == 3 &&
-                 threadIdx.x % 16 == 0) /* the second writers of buffers 0, 1: lanes 0, 16 of warp 3 */
+        else if ((threadIdx.x & ~16u) == 96)
+            /* the second writers of buffers 0, 1: threads 96, 112 (lanes 0, 16 of warp 3), sharing a warp only
+             * with each other (buffer 1's on lane 16 of the producer's warp measured 1.5-6% slower, session 9) */
             cml__att90b_write_dq<256, 64, 1, 2, VAR>(p, smem, threadIdx.x % 32 / 16, 1);
-        else if ((VAR & CML_ATT90B_V_DQ2WP) && (threadIdx.x == 96 || threadIdx.x == 16))
-            /* DQ2WP: buffer 0's on lane 0 of warp 3, buffer 1's on lane 16 of the producer's warp */
-            cml__att90b_write_dq<256, 64, 1, 2, VAR>(p, smem, threadIdx.x == 16, 1);
     } else {
         cml__regs_alloc<CML_ATT90B_CONSUMER_REGS>();
         if (__shfl_sync(0xffffffffu, wg, 0) == 1) cml__att90b256_consume<DT, 0, VAR>(p, smem);
