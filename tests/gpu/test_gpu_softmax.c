@@ -20,6 +20,7 @@
 
 static cml_ctx *sctx; /* a CUDA context created with CML_SYNC_CHECKS=1 */
 static bool special;  /* put -inf (and NaN) into the inputs: see mask_rows */
+static float ce_offset; /* added to every logit (run_ce): large logits, where the exps' arguments lose bits */
 static bool ce_infs;  /* cross-entropy: rows of -inf and -inf targets, see inf_rows */
 
 /* Row r of rows of n (inner == 1): r % 3 == 1 gets -inf in 3 of every 4 columns (not in
@@ -168,6 +169,9 @@ static void run_ce(cml_dtype dt, int64_t rows, int64_t classes, int64_t bad_row,
     CHECK(hx && want && got && ht && hdl && lw && lg && dx && dout && dt_ && ddl && dl);
     if (hx && want && got && ht && hdl && lw && lg && dx && dout && dt_ && ddl && dl) {
         random_fill(hx, dt, rows * classes, -4.0f, 4.0f);
+        if (ce_offset != 0.0f)
+            for (int64_t i = 0; i < rows * classes; i++)
+                cml_dtype_store(hx, dt, i, cml_dtype_load(hx, dt, i) + ce_offset);
         for (int64_t r = 0; r < rows; r++) {
             ht[r] = r % 5 == 3 ? IGNORE : (int64_t)(cml_rng_u32(&rng) % (uint32_t)classes);
             hdl[r] = uniform(0.5f, 1.5f);
@@ -286,6 +290,23 @@ static void test_cross_entropy_infinities(void) {
     ce_infs = false;
 }
 
+/* Logits around +-1e4 through every forward path: each exp's argument must keep its bits there
+ * (the split forward once lost 3e-4 relative per exp to the rounding of max log2(e)). */
+static void test_cross_entropy_large_logits(void) {
+    const float offsets[2] = {1.0e4f, -3.0e4f};
+    for (int o = 0; o < 2; o++) {
+        ce_offset = offsets[o];
+        for (int d = 0; d < 2; d++) {
+            run_ce(TEST_DTYPES[d], 300, 64, -1, 0);   /* register rows, many per block */
+            run_ce(TEST_DTYPES[d], 7, 127, -1, 0);    /* unaligned: streaming forward */
+            run_ce(TEST_DTYPES[d], 40, 8192, -1, 0);  /* register rows, 4 words per thread */
+            run_ce(TEST_DTYPES[d], 5, 32768, -1, 0);  /* aligned split forward */
+            run_ce(TEST_DTYPES[d], 6, 100003, -1, 0); /* unaligned split forward */
+        }
+    }
+    ce_offset = 0.0f;
+}
+
 static void test_cross_entropy_bad_targets(void) {
     run_ce(CML_F32, 7, 127, 5, 127);        /* == classes */
     run_ce(CML_BF16, 7, 127, 2, -3);        /* negative, not ignore_index */
@@ -373,6 +394,7 @@ int main(void) {
     RUN(test_softmax_special);
     RUN(test_softmax_columns);
     RUN(test_cross_entropy);
+    RUN(test_cross_entropy_large_logits);
     RUN(test_cross_entropy_infinities);
     RUN(test_cross_entropy_bad_targets);
     RUN(test_cross_entropy_deferred);

@@ -6,9 +6,12 @@
  * kernel's occupancy only: results repeat bit for bit.
  *
  * The online update takes one rescale per batch of 8 words (cml__ms_push_word: one per word),
- * the batch's max on packed pairs (max.NaN.bf16x2) and each exp as ex2(x log2(e) - m log2(e)) with
- * one FFMA: about 4.5 instructions per element instead of 7.5 (unpack, x - m, the scaling, ex2,
- * add), so new last bits against the two-kernel path (a few ulp of each exp). */
+ * the batch's max on packed pairs (max.NaN.bf16x2) and each exp as ex2((x log2(e) - mL) - mLlo) with
+ * one FFMA and one FADD, where mL + mLlo = m log2(e) exactly (mL rounded, mLlo its exact rounding
+ * error, from one more FFMA per rescale): about 5.5 instructions per element instead of 7.5 (unpack,
+ * x - m, the scaling, ex2, add), so new last bits against the two-kernel path (a few ulp of each
+ * exp). Without mLlo the rounding of mL (half an ulp of |m| log2(e)) would shift every exponent:
+ * 3e-4 relative error in each exp at |m| = 1e4 (session 9 review). */
 #ifndef CML_KERNELS_CUDA_SOFTMAX_CE_FWD_SPLIT_CUH
 #define CML_KERNELS_CUDA_SOFTMAX_CE_FWD_SPLIT_CUH
 
@@ -51,12 +54,14 @@ template <int DT, int U> static __device__ __forceinline__ float ce_words_max(co
 }
 
 /* U words into the running (m, s): one rescale for the words' max, then each exp as
- * ex2(x log2(e) - mL) with mL = m log2(e), or mL = 0 while m = -inf (no finite element yet: words
+ * ex2((x log2(e) - mL) - mLlo) with mL + mLlo = m log2(e), or mL = mLlo = 0 while m = -inf (no
+ * finite element yet: words
  * of -inf then add ex2(-inf) = 0 each, with no test). A NaN makes m and s NaN for good. `big` is
  * set when m log2(e) overflows (|m| > 2.3e38): the caller then takes its words again the exact
  * way (cml__ms_push_word). */
 template <int DT, int U>
-static __device__ __forceinline__ void ce_push_words(float &m, float &mL, float &s, bool &big, const uint4 (&w)[U]) {
+static __device__ __forceinline__ void ce_push_words(float &m, float &mL, float &mLlo, float &s, bool &big,
+                                                     const uint4 (&w)[U]) {
     constexpr int V = cml__words<DT>::V;
     constexpr float L2E = 1.4426950408889634f;
     const float bm = ce_words_max<DT, U>(w);
@@ -64,15 +69,16 @@ static __device__ __forceinline__ void ce_push_words(float &m, float &mL, float 
         s *= cml__fexp(m - bm);
         m = bm;
         mL = bm * L2E;
+        mLlo = __fmaf_rn(bm, L2E, -mL); /* exact: the rounding error of the product */
         big = big || fabsf(mL) == INFINITY;
     }
 #pragma unroll
     for (int u = 0; u < U; u++) {
         float v[V];
         cml__unpack16<DT>(w[u], v);
-        float e = ce_ex2(__fmaf_rn(v[0], L2E, -mL));
+        float e = ce_ex2(__fmaf_rn(v[0], L2E, -mL) - mLlo);
 #pragma unroll
-        for (int k = 1; k < V; k++) e += ce_ex2(__fmaf_rn(v[k], L2E, -mL));
+        for (int k = 1; k < V; k++) e += ce_ex2(__fmaf_rn(v[k], L2E, -mL) - mLlo);
         s += e;
     }
 }
@@ -91,7 +97,7 @@ static __global__ void __launch_bounds__(CE_SPLIT_THREADS, 4)
     const long long w0 = c * cw, w1 = w0 + cw < nw ? w0 + cw : nw;
     const uint4 *xr = (const uint4 *)((const T *)logits + row * n);
     const int t = threadIdx.x;
-    float m = -INFINITY, mL = 0.0f, s = 0.0f;
+    float m = -INFINITY, mL = 0.0f, mLlo = 0.0f, s = 0.0f;
     bool big = false;
     /* whole batches of CE_SPLIT_UNROLL words (all loads in flight, no bounds tests, one rescale),
      * then the thread's last few words one at a time */
@@ -101,11 +107,11 @@ static __global__ void __launch_bounds__(CE_SPLIT_THREADS, 4)
         uint4 buf[CE_SPLIT_UNROLL];
 #pragma unroll
         for (int u = 0; u < CE_SPLIT_UNROLL; u++) buf[u] = __ldg(xr + i0 + (long long)u * CE_SPLIT_THREADS);
-        ce_push_words<DT, CE_SPLIT_UNROLL>(m, mL, s, big, buf);
+        ce_push_words<DT, CE_SPLIT_UNROLL>(m, mL, mLlo, s, big, buf);
     }
     for (; i0 < w1; i0 += CE_SPLIT_THREADS) {
         const uint4 one[1] = {__ldg(xr + i0)};
-        ce_push_words<DT, 1>(m, mL, s, big, one);
+        ce_push_words<DT, 1>(m, mL, mLlo, s, big, one);
     }
     if (big) { /* logits beyond 2.3e38: this thread's words again, exps as exp(x - m) */
         cml__ms r = cml__ms_init();
