@@ -33,9 +33,10 @@ static void run_convert(const char *what, const void *hx, cml_dtype xd, cml_dtyp
     const size_t xs = cml_dtype_size(xd), ys = cml_dtype_size(yd);
     const size_t xo = off ? xs : 0, yo = off ? ys : 0;
     const size_t xbytes = (size_t)n * xs + xo, ybytes = (size_t)n * ys + yo;
-    unsigned char *want = malloc(ybytes + 1), *got = malloc(ybytes + 1), *again = malloc(ybytes + 1);
+    unsigned char *want = malloc(ybytes + 1), *got = malloc(ybytes + 1), *again = malloc(ybytes + 1),
+                  *noamax = malloc(ybytes + 1);
     void *dx = dev_alloc(xbytes), *dy = dev_alloc(ybytes), *ds = dev_alloc(8);
-    bool ok = want && got && again && dx && dy && ds;
+    bool ok = want && got && again && noamax && dx && dy && ds;
     CHECK(ok);
     if (ok) {
         float amax_cpu = -1, amax_gpu[2];
@@ -59,6 +60,13 @@ static void run_convert(const char *what, const void *hx, cml_dtype xd, cml_dtyp
             download(rep ? again : got, dy, ybytes);
             download(&amax_gpu[rep], damax, 4);
         }
+        /* without amax (kernels of their own): the same codes */
+        poison(dy, ybytes);
+        CHECK_OK(cml_convert_scaled(gctx, (char *)dy + yo, yd, (char *)dx + xo, xd, n, use_scale ? (const float *)ds : NULL,
+                                    NULL));
+        download(noamax, dy, ybytes);
+        CHECK_MSG(memcmp(got, noamax, ybytes) == 0, "%s %s -> %s n=%lld: the conversion without amax differs", what,
+                  cml_dtype_name(xd), cml_dtype_name(yd), (long long)n);
         int64_t bad = -1;
         for (int64_t i = 0; i < n && bad < 0; i++)
             if (memcmp(got + yo + (size_t)i * ys, want + yo + (size_t)i * ys, ys) != 0) bad = i;
@@ -77,7 +85,7 @@ static void run_convert(const char *what, const void *hx, cml_dtype xd, cml_dtyp
         CHECK_MSG(a0 == ac && a1 == ac, "%s %s -> %s n=%lld: amax GPU %g (0x%08X), CPU %g (0x%08X)", what,
                   cml_dtype_name(xd), cml_dtype_name(yd), (long long)n, (double)amax_gpu[0], a0, (double)amax_cpu, ac);
     }
-    free(want), free(got), free(again);
+    free(want), free(got), free(again), free(noamax);
     dev_free(dx, xbytes), dev_free(dy, ybytes), dev_free(ds, 8);
 }
 

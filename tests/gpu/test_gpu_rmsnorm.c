@@ -157,12 +157,12 @@ static void test_row_groups(void) {
     }
 }
 
-/* Aligned rows of 2..16 chunks, which run as thread-block clusters (norm_bwd_cluster.cuh): bf16/f16
+/* Aligned rows of 3..16 half chunks, which run as thread-block clusters (norm_bwd_cluster.cuh): bf16/f16
  * C = 8200 .. 32768 make 3, 4, 5, 6, 7 and 8 chunks of 4096 columns; f32 the same C make 5, 6, 7,
  * 8, 9, 10, 12, 13, 14 and 16 chunks of 2048 (test_edges' 65536 columns: bf16 16 chunks of 4096;
- * f32 32, nbl_kernel's). Rows of 2 chunks are not reached by default (those rows take one chunk of
+ * f32 32, nbl_kernel's). Rows of 2 half chunks never take it (they are one full chunk of
  * nbl_kernel). 37 rows (prime) leave most clusters one row; 1031 x 8200 and 203 x 32768 walk
- * several rows per cluster (up to 6 in the bf16 1031 rows: both phases of every slot set of the
+ * several rows per cluster (up to 6 in the bf16 1031 rows, ~10 in the f32 ones: both phases and the
  * exchange); without gamma, dx over dy. */
 static void test_cluster_rows(void) {
     static const int64_t cols[] = {8200, 11272, 12296, 16384, 16392, 20480, 22536, 24584, 28672, 32768};

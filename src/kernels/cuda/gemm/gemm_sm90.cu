@@ -473,7 +473,9 @@ static bool deep_ring(const cml_ctx *ctx, const sm90_layout *l) {
     return clusters > 0 && work <= 2 * clusters;
 }
 
-extern "C" unsigned long long cml__gemm_sm90_deep_launches(void) { return deep_launches; }
+extern "C" unsigned long long cml__gemm_sm90_deep_launches(void) {
+    return __atomic_load_n(&deep_launches, __ATOMIC_RELAXED);
+}
 extern "C" void cml__gemm_sm90_force_deep(int mode) { deep_forced = mode < 0 ? -1 : mode == 0 ? 0 : 2; }
 
 template <int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PP>
@@ -486,7 +488,7 @@ static cml_status sm90_run_tile(cml_ctx *ctx, const sm90_layout *l, void *D, con
         if (c->bn == 192) {
             if constexpr (!PP)
                 if (deep_ring(ctx, l)) {
-                    deep_launches++;
+                    __atomic_fetch_add(&deep_launches, 1ull, __ATOMIC_RELAXED); /* launches may come from several threads */
                     return sm90_launch<192, 5, KIND, TRANS_A, TRANS_B, CLUSTER, 0>(ctx, &l->e, D, A, B, C, c, partials);
                 }
             return sm90_launch<192, 4, KIND, TRANS_A, TRANS_B, CLUSTER, PP>(ctx, &l->e, D, A, B, C, c, partials);

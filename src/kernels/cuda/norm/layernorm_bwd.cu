@@ -18,7 +18,7 @@
  * once, dgamma/dbeta included (norm_bwd_long.cuh: chunks of 4096 columns per
  * block, groups of blocks walking rows in lock step, per-thread dgamma/dbeta
  * accumulators written as one partial row per group, which the same second
- * kernel sums in order; rows of 2..16 chunks as thread-block clusters whose
+ * kernel sums in order; rows of 3..16 half chunks as thread-block clusters whose
  * chunks exchange their row sums through distributed shared memory instead of
  * waiting on each other through L2: norm_bwd_cluster.cuh). Longer unaligned
  * rows: dx in two passes over chunks
@@ -249,7 +249,7 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, void *dbeta, 
     }
     nbc_plan cp;
     if (vec && nbl_mode() != 0 && (C > (long long)threads * E_ROW || nbl_mode() == 2) &&
-        nbc_geometry<DT, true>(ctx->device.index, rows, C, &cp)) { /* rows of 2..16 chunks: norm_bwd_cluster.cuh */
+        nbc_geometry<DT, true>(ctx->device.index, rows, C, &cp)) { /* rows of 3..16 half chunks: norm_bwd_cluster.cuh */
         void *part = NULL;
         if (want) CML_TRY(cml_ctx_workspace(ctx, &part, (size_t)cp.groups * 2 * (size_t)C * sizeof(float)));
         CML_CUDA_TRY(FN, (nbc_launch<DT, true>(cp, st, dx, (float *)part, dy, x, gamma, mean, rstd, rows, C)));

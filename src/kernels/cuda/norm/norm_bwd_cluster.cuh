@@ -1,4 +1,4 @@
-/* LayerNorm / RMSNorm backward over long 16-byte aligned rows of 2..16 half chunks, the row's chunks
+/* LayerNorm / RMSNorm backward over long 16-byte aligned rows of 3..16 half chunks, the row's chunks
  * as one thread-block cluster (layernorm_bwd.cu, rmsnorm_bwd.cu).
  *
  * The same work as nbl_kernel (norm_bwd_long.cuh: chunks of 256 threads x KW words, a group of
@@ -309,7 +309,7 @@ template <int DT, bool LN> static inline int nbc_clusters(int dev, int splits) {
     return n > 0 ? n : 0;
 }
 
-/* Host: the cluster launch for rows of 2 .. 16 half chunks, or false (then nbl_kernel's path).
+/* Host: the cluster launch for rows of 3 .. 16 half chunks, or false (then nbl_kernel's path).
  * Rows of one full chunk (C <= 4096 f32 / 8192 bf16) keep nbl_kernel, which needs no sync. */
 template <int DT, bool LN> static inline bool nbc_geometry(int dev, long long rows, long long C, nbc_plan *p) {
     const long long CH = nbl_dims<DT, NBC_KW>::CH, sp = (C + CH - 1) / CH;

@@ -19,9 +19,10 @@
  * per SM over splits), so the partials add 8 Q C bytes (LayerNorm), a few
  * percent of the traffic, where the previous column pass read x and dy a
  * second time (5 streams instead of 3: at most 60% of the copy bandwidth,
- * measured 35-45%). A row of one chunk (splits = 1) needs no row sync. Rows of 2..16
- * chunks take the cluster kernel instead (norm_bwd_cluster.cuh: the chunks of a row exchange
- * their sums through distributed shared memory), unless CML_NORM_BWD_CLUSTER=0.
+ * measured 35-45%). A row of one chunk (splits = 1) needs no row sync. Rows of 3..16 half
+ * chunks (longer than one full chunk) take the cluster kernel instead (norm_bwd_cluster.cuh:
+ * the chunks of a row exchange their sums through distributed shared memory), unless
+ * CML_NORM_BWD_CLUSTER=0.
  *
  * Blocks take their (group, chunk) from a ticket in start order, so a group's
  * blocks are consecutive tickets and every group whose tickets are all out

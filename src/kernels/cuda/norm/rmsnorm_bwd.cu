@@ -19,7 +19,7 @@
  * - longer 16-byte aligned rows: one kernel reads x and dy once and writes dx
  *   once, dgamma included (norm_bwd_long.cuh, shared with the LayerNorm
  *   backward: per-thread dgamma accumulators, one partial row per group of
- *   blocks, summed in order by the same second kernel; rows of 2..16 chunks
+ *   blocks, summed in order by the same second kernel; rows of 3..16 half chunks
  *   as thread-block clusters exchanging their row sums through distributed
  *   shared memory: norm_bwd_cluster.cuh);
  * - longer unaligned rows: dx in two passes over chunks (L2-batched); dgamma
@@ -250,7 +250,7 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, const void *d
     }
     nbc_plan cp;
     if (vec && nbl_mode() != 0 && (C > 1024ll * E_ROW || nbl_mode() == 2) &&
-        nbc_geometry<DT, false>(ctx->device.index, rows, C, &cp)) { /* rows of 2..16 chunks: norm_bwd_cluster.cuh */
+        nbc_geometry<DT, false>(ctx->device.index, rows, C, &cp)) { /* rows of 3..16 half chunks: norm_bwd_cluster.cuh */
         void *part = NULL;
         if (dgamma) CML_TRY(cml_ctx_workspace(ctx, &part, (size_t)cp.groups * (size_t)C * sizeof(float)));
         CML_CUDA_TRY(FN, (nbc_launch<DT, false>(cp, st, dx, (float *)part, dy, x, gamma, nullptr, rstd, rows, C)));
