@@ -263,7 +263,8 @@ static int resident_per_sm(convert_kernel_fn k) {
 template <int YT, int XT>
 static cml_status convert_launch(cml_ctx *ctx, void *y, const void *x, long long n, const float *scale, float *amax) {
     cudaStream_t st = cml__stream(ctx);
-    const bool vec = (((uintptr_t)x | (uintptr_t)y) & 15u) == 0;
+    /* the vector kernel counts warp groups in 32 bits (n < 2^41; 2^40 leaves q + step room) */
+    const bool vec = (((uintptr_t)x | (uintptr_t)y) & 15u) == 0 && n < (1LL << 40);
     const convert_kernel_fn k = vec ? (amax ? convert_scaled_vec_kernel<YT, XT, true>
                                            : convert_scaled_vec_kernel<YT, XT, false>)
                                     : (amax ? convert_scaled_scalar_kernel<YT, XT, true>
