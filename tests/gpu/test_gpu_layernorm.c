@@ -11,6 +11,9 @@
  * reduced in a fixed order), results within the dtype's norm-wise tolerance.
  * Exits 77 ("skipped") without a GPU. */
 #include "gpu_row_util.h"
+#ifdef CML_HAVE_CUDA
+#include "kernels/cuda/cuda_kernels.h" /* cml__norm_bwd_cluster_launches */
+#endif
 
 enum { AFFINE_BOTH, AFFINE_NONE, AFFINE_GAMMA };
 
@@ -150,6 +153,9 @@ static void test_row_groups(void) {
  * parity wrap of the exchange's slot sets); without gamma/beta, with gamma only, dx over dy. */
 static void test_cluster_rows(void) {
     static const int64_t cols[] = {8200, 11272, 12296, 16384, 16392, 20480, 22536, 24584, 28672, 32768};
+#ifdef CML_HAVE_CUDA
+    const unsigned long long launches = cml__norm_bwd_cluster_launches();
+#endif
     for (int d = 0; d < n_test_dtypes(); d++) {
         for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++)
             run_ln((ln_case){TEST_DTYPES[d], 37, cols[c], 0, AFFINE_BOTH, false});
@@ -158,6 +164,12 @@ static void test_cluster_rows(void) {
         run_ln((ln_case){TEST_DTYPES[d], 37, 22536, 0, AFFINE_NONE, false});
         run_ln((ln_case){TEST_DTYPES[d], 37, 12296, 0, AFFINE_GAMMA, true});
     }
+#ifdef CML_HAVE_CUDA
+    /* the cluster kernel itself ran (not only its fallback); under a sanitizer the cluster
+     * occupancy query may refuse, and the fallback is then the right path */
+    if (!under_sanitizer())
+        CHECK_MSG(cml__norm_bwd_cluster_launches() > launches, "the thread-block-cluster backward never ran");
+#endif
 }
 
 /* rows == 0: dgamma and dbeta are sums over no rows, so they are overwritten with zeros. */

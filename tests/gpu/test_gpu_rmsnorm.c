@@ -11,6 +11,9 @@
  * (dgamma included: it is reduced in a fixed order), and results are within
  * the dtype's norm-wise tolerance. Exits 77 ("skipped") without a GPU. */
 #include "gpu_row_util.h"
+#ifdef CML_HAVE_CUDA
+#include "kernels/cuda/cuda_kernels.h" /* cml__norm_bwd_cluster_launches */
+#endif
 
 typedef struct rms_case {
     cml_dtype dt;
@@ -163,9 +166,12 @@ static void test_row_groups(void) {
  * f32 32, nbl_kernel's). Rows of 2 half chunks never take it (they are one full chunk of
  * nbl_kernel). 37 rows (prime) leave most clusters one row; 1031 x 8200 and 203 x 32768 walk
  * several rows per cluster (up to 6 in the bf16 1031 rows, ~10 in the f32 ones: both phases and the
- * exchange); without gamma, dx over dy. */
+ * parity wrap of the exchange's slot sets); without gamma, dx over dy. */
 static void test_cluster_rows(void) {
     static const int64_t cols[] = {8200, 11272, 12296, 16384, 16392, 20480, 22536, 24584, 28672, 32768};
+#ifdef CML_HAVE_CUDA
+    const unsigned long long launches = cml__norm_bwd_cluster_launches();
+#endif
     for (int d = 0; d < n_test_dtypes(); d++) {
         for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++)
             run_rms((rms_case){TEST_DTYPES[d], 37, cols[c], 0, true, false});
@@ -174,6 +180,12 @@ static void test_cluster_rows(void) {
         run_rms((rms_case){TEST_DTYPES[d], 37, 22536, 0, false, false});
         run_rms((rms_case){TEST_DTYPES[d], 37, 12296, 0, true, true});
     }
+#ifdef CML_HAVE_CUDA
+    /* the cluster kernel itself ran (not only its fallback); under a sanitizer the cluster
+     * occupancy query may refuse, and the fallback is then the right path */
+    if (!under_sanitizer())
+        CHECK_MSG(cml__norm_bwd_cluster_launches() > launches, "the thread-block-cluster backward never ran");
+#endif
 }
 
 /* rows == 0: dgamma is a sum over no rows, so it is overwritten with zeros. */

@@ -122,6 +122,9 @@ void cml__gemm_sm90_force_config(const cml__gemm_sm90_config *cfg);
  * the plan's rule (-1). Process-wide, like cml__gemm_sm90_force_config. */
 unsigned long long cml__gemm_sm90_deep_launches(void);
 void cml__gemm_sm90_force_deep(int mode);
+/* For tests: how many launches so far ran the LayerNorm / RMSNorm backward's thread-block-cluster
+ * kernel (norm_bwd_cluster.cuh), both together. */
+unsigned long long cml__norm_bwd_cluster_launches(void);
 /* The grouped form of the sm90 path: every problem in one persistent launch. */
 bool cml__gemm_sm90_grouped_takes(const cml_ctx *ctx, const cml_gemm_desc *descs, int64_t count, void *const *D,
                                   const void *const *A, const void *const *B, const void *const *C);

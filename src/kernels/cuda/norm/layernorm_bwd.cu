@@ -220,6 +220,11 @@ static __global__ void __launch_bounds__(256)
 
 static const char FN[] = "cml_layernorm_bwd";
 
+/* For tests (cuda_kernels.h): the cluster kernel's launches, LayerNorm and RMSNorm together. */
+extern "C" unsigned long long cml__norm_bwd_cluster_launches(void) {
+    return __atomic_load_n(&nbc_launch_count(), __ATOMIC_RELAXED);
+}
+
 static cml_status launched(const char *kernel, cml_dtype dt, long long n, unsigned grid, unsigned block) {
     return cml__cuda_check_launch(FN, kernel, cml_dtype_name(dt), n, grid, block);
 }

@@ -321,6 +321,14 @@ template <int DT, bool LN> static inline bool nbc_geometry(int dev, long long ro
     return true;
 }
 
+/* Cluster launches so far, LayerNorm and RMSNorm together (an inline function's static is one
+ * object across translation units), so that tests can tell this kernel ran:
+ * cml__norm_bwd_cluster_launches (layernorm_bwd.cu). */
+inline unsigned long long &nbc_launch_count(void) {
+    static unsigned long long n;
+    return n;
+}
+
 /* Launches the kernel as planned (LN reads mean; part NULL when no dgamma/dbeta is wanted:
  * otherwise (groups, LN ? 2 : 1, C) floats, 16-byte aligned). */
 template <int DT, bool LN>
@@ -329,8 +337,10 @@ static inline cudaError_t nbc_launch(const nbc_plan &p, cudaStream_t st, void *d
                                      long long rows, long long C) {
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = nbc_config<DT, LN>((unsigned)p.groups * (unsigned)p.splits, p.splits, st, &attr);
-    return cudaLaunchKernelEx(&cfg, nbc_kernel<DT, LN, NBC_KW>, dx, part, dy, x, gamma, mean, rstd, rows, C, p.splits,
-                              p.groups);
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, nbc_kernel<DT, LN, NBC_KW>, dx, part, dy, x, gamma, mean, rstd,
+                                             rows, C, p.splits, p.groups);
+    if (e == cudaSuccess) __atomic_fetch_add(&nbc_launch_count(), 1ull, __ATOMIC_RELAXED);
+    return e;
 }
 
 #endif
