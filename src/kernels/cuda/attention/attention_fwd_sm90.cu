@@ -54,6 +54,11 @@ extern "C" bool cml__attention_fwd_sm90_takes(const cml_ctx *ctx, const cml_atte
 
 static long long att90_runs;
 
+/* Causal work order of the persistent kernel (p.head_group): the K / V bytes a group of heads may hold
+ * in L2 while its query tiles run longest first (dev/attention_sm90/README.md, session 9 h9f; the
+ * order alone, without h9f's half diagonal tiles: "the causal forward order without C7511"). */
+#define CML_ATT90_GROUP_MIB 16
+
 extern "C" long long cml__attention_fwd_sm90_runs(void) { return __atomic_load_n(&att90_runs, __ATOMIC_RELAXED); }
 
 /* Per head dim (dev/attention_sm90/README.md, the ladder): key tile BN, K/V stages, and the kernel:
@@ -132,6 +137,15 @@ extern "C" cml_status cml__attention_fwd_sm90(cml_ctx *ctx, const cml_attention_
     p.total_tiles = (int)(p.q_tiles * d->B * d->H_q);
     p.scale_log2 = d->scale * CML_ATTN_LOG2E;
     p.lse = lse;
+    /* D = 128 only: at D = 64 the same order measured 0.97-0.98x full and 0.99x causal at 2k (the
+     * kernel's code changes though full attention never takes the branch), so its kernels compile
+     * without it (cml__att90_decode's GROUPED) */
+    if (d->causal && D == 128) { /* longest query tiles first across heads whose K / V (per query head) fit the budget */
+        const double kv_per_head = (double)d->S_kv * D * 2 * 2 * (double)d->H_kv / (double)d->H_q;
+        const double g = (double)CML_ATT90_GROUP_MIB * 1048576.0 / kv_per_head;
+        const int64_t pairs = d->B * d->H_q;
+        p.head_group = g < 1.0 ? 1 : g >= (double)pairs ? (int)pairs : (int)g;
+    }
     cml_status st;
     if (d->dtype == CML_F16)
         st = D == 64    ? att90_launch<CML_ATT90_F16, 64>(ctx, maps, p)

@@ -45,6 +45,8 @@ typedef struct cml__att90_params {
     long long o_sb, o_ss, o_sh;
     int total_tiles;  /* persistent kernel: q_tiles * B * Hq */
     int *tile_counter; /* persistent kernel: zero before the launch; tiles past gridDim.x are taken from it */
+    int head_group;    /* persistent kernel, causal: > 0 orders the work tiles longest first across groups of
+                          this many (batch, head) pairs (cml__att90_decode); 0: head by head */
 } cml__att90_params;
 
 /* Host side, shared by the forward and backward launchers (attention_fwd_sm90.cu): the 4-D map
@@ -453,7 +455,8 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
  * p.tile_counter (claimed by the producer, handed to the consumers with the Q tile through
  * tile_id in shared memory). The producer loads the next tile's Q and first K/V stages while the
  * consumers finish the current one, so a tile's load latency and epilogue overlap work.
- * Work tiles are numbered head-major, the longest causal tiles of a head first. Which CTA
+ * Work tiles are numbered head-major, the longest causal tiles of a head first, or (causal,
+ * p.head_group > 0) longest first across a group of heads. Which CTA
  * computes a tile does not change how it is computed: results stay bitwise reproducible.
  * SEP_O: the epilogue stages O in its own buffer (Q may be refilled as soon as the consumers'
  * last Q K^T is done); otherwise in the Q buffer (D = 256: no room), which is then released
@@ -473,10 +476,20 @@ struct cml__att90_tile {
     int q0, b, h, n_tiles;
 };
 
-template <int BN>
+template <int BN, int GROUPED>
 static __device__ __forceinline__ cml__att90_tile cml__att90_decode(const cml__att90_params &p, int tile) {
     cml__att90_tile t;
-    const int t_lin = tile % p.q_tiles, bh = tile / p.q_tiles;
+    int t_lin = tile % p.q_tiles, bh = tile / p.q_tiles;
+    if (GROUPED && p.causal && p.head_group > 0) {
+        /* groups of head_group (batch, head) pairs, one after the other (their K / V stay in L2 while
+         * the group runs); inside a group the longest query tile of every pair, then the next longest:
+         * the CTAs that claim the last tiles of the launch get the shortest ones, so the tail is short.
+         * Only the tile -> coordinates map changes (once per work tile, outside the consumer's key loop) */
+        const int per_group = p.head_group * p.q_tiles, g = tile / per_group, rem = tile - g * per_group;
+        const int pairs = min(p.head_group, p.total_tiles / p.q_tiles - g * p.head_group);
+        t_lin = rem / pairs;
+        bh = g * p.head_group + (rem - t_lin * pairs);
+    }
     const int qt = p.causal ? p.q_tiles - 1 - t_lin : t_lin;
     t.q0 = qt * CML_ATT90_BM;
     t.b = bh / p.Hq;
@@ -531,7 +544,7 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
             cml__tma_prefetch_map(&map_v);
             int it = 0, round_q = 0;
             for (int tile = blockIdx.x; tile < p.total_tiles; round_q++) {
-                const cml__att90_tile t = cml__att90_decode<BN>(p, tile);
+                const cml__att90_tile t = cml__att90_decode<BN, D == 128>(p, tile);
                 const int hk = t.h / p.group;
                 if (round_q > 0) cml__mbar_wait(q_empty, (round_q - 1) & 1); /* the last tile's Q is read */
                 *tile_id = tile;
@@ -573,7 +586,7 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
              * divergent would make ptxas serialize the wgmmas (C7520) */
             const int tile = __shfl_sync(0xffffffffu, lane == 0 ? *tile_id : 0, 0);
             if (tile < 0) break;
-            const cml__att90_tile t = cml__att90_decode<BN>(p, tile);
+            const cml__att90_tile t = cml__att90_decode<BN, D == 128>(p, tile);
             const int row_a = t.q0 + consumer * 64 + r_loc, row_b = row_a + 8;
             int end[2] = {p.Sk, p.Sk};
             if (p.causal) {
