@@ -9,22 +9,22 @@
  * each of its load and store instructions one contiguous range (16-byte words
  * of the wider buffer, 4 / 8 bytes of fp8 codes: the slices below); one
  * element per thread per step otherwise. fp8 codes are produced by the
- * hardware conversion (cvt.rn.satfinite, two elements per instruction) after
- * an explicit clamp to the largest finite value, so that saturation, infinite
- * inputs included, does not rest on the instruction's overflow rules; NaN
- * codes are then set to the CPU's encoding. The optional amax = max |x| is
- * reduced without float atomics: each block's maximum goes to the workspace
- * and the block that arrives last takes the maximum of those
- * (common/last_arrival.cuh; a maximum does not depend on the order; a NaN
- * anywhere gives the canonical NaN). */
+ * hardware conversion (cvt.rn.satfinite, two elements per instruction); NaN
+ * codes are set to the CPU's encoding. The vectorized kernel tests a thread's
+ * 16 products for NaN once and takes the exact per-element path (an explicit
+ * clamp, the NaN fix-ups) only for a warp that has one (a NaN-free product
+ * needs neither: see f32x2_to_fp8_nonan). The optional amax = max |x| is
+ * reduced without float atomics: each block's maximum goes into one word with
+ * an integer atomic max on its bits (exact, the order does not matter), and
+ * the block that arrives last reads that word (block_amax; a NaN anywhere
+ * gives the canonical NaN). */
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <stdio.h>
 
-#include "kernels/cuda/common/block_reduce.cuh"
+#include "kernels/cuda/common/block_reduce.cuh" /* also cml__ld / cml__st, cml__unpack16 / cml__pack16 */
 #include "kernels/cuda/common/check.cuh"
 #include "kernels/cuda/common/dtype.cuh"
-#include "kernels/cuda/common/last_arrival.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
 #define BLOCK 256
@@ -67,6 +67,38 @@ template <int DT> static __device__ __forceinline__ unsigned f32x2_to_fp8(float 
     if (a != a) codes = (codes & 0xFF00u) | (__float_as_uint(a) >> 24 & 0x80u) | fp8_traits<DT>::nan_code;
     if (b != b) codes = (codes & 0x00FFu) | ((__float_as_uint(b) >> 24 & 0x80u) | fp8_traits<DT>::nan_code) << 8;
     return codes;
+}
+
+/* Two (already scaled) values of which neither is NaN as fp8 codes, low byte first: the
+ * conversion alone, equal to f32x2_to_fp8's codes for every such pair. cvt.rn.satfinite gives
+ * the largest finite code, with the value's sign, to every value at or beyond the format's
+ * overflow threshold (max finite + half an ulp), infinities included (PTX ISA, cvt: .satfinite;
+ * cuda_fp8.hpp's host emulation, __nv_cvt_double_to_fp8, says the same), and rounds the values
+ * between max finite and that threshold down to max finite: both what the clamp to
+ * +-max_finite followed by the same conversion gives. test_gpu_convert's edges (448 .. 3.4e38,
+ * +-inf, six scales) compare every code with the CPU's. */
+template <int DT> static __device__ __forceinline__ unsigned f32x2_to_fp8_nonan(float a, float b) {
+    return (unsigned)__nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, fp8_traits<DT>::kind);
+}
+
+/* Whether any of 16 values is NaN: setp.nan tests two operands at once (true if either is
+ * NaN), chained through one predicate: 8 instructions (written as C, ptxas paired a few). */
+static __device__ __forceinline__ bool any_nan16(const float (&p)[16]) {
+    unsigned r;
+    asm("{\n\t.reg .pred q;\n\t"
+        "setp.nan.f32 q, %1, %2;\n\t"
+        "setp.nan.or.f32 q, %3, %4, q;\n\t"
+        "setp.nan.or.f32 q, %5, %6, q;\n\t"
+        "setp.nan.or.f32 q, %7, %8, q;\n\t"
+        "setp.nan.or.f32 q, %9, %10, q;\n\t"
+        "setp.nan.or.f32 q, %11, %12, q;\n\t"
+        "setp.nan.or.f32 q, %13, %14, q;\n\t"
+        "setp.nan.or.f32 q, %15, %16, q;\n\t"
+        "selp.u32 %0, 1, 0, q;\n\t}"
+        : "=r"(r)
+        : "f"(p[0]), "f"(p[1]), "f"(p[2]), "f"(p[3]), "f"(p[4]), "f"(p[5]), "f"(p[6]), "f"(p[7]), "f"(p[8]),
+          "f"(p[9]), "f"(p[10]), "f"(p[11]), "f"(p[12]), "f"(p[13]), "f"(p[14]), "f"(p[15]));
+    return r != 0;
 }
 
 /* x * s; a NaN product as the quiet NaN with sign(x) ^ sign(s). */
@@ -159,31 +191,63 @@ static __device__ __forceinline__ float max_abs(float a, float v) {
     return r;
 }
 
-struct max_nan_op {
-    __device__ __forceinline__ float operator()(float a, float b) const { return max_abs(a, b); }
-};
-
-/* Where the amax goes: the blocks' maxima, their arrival counter (0 between launches) and the
- * result. */
+/* Where the amax goes: words[0] counts the blocks that have published, words[AMAX_WORD] holds
+ * the bits of the largest |x| published so far (both in the context's zeroed words, 0 between
+ * launches: the last block sets them back), amax the result. The two words are 256 bytes apart,
+ * in different L2 lines, so that the two streams of same-address atomics (one of each per
+ * block, all near the end of the kernel) do not queue at one line. (Session 10 measured this
+ * against per-block words merged by the last block: dev/membound/README.md.) */
+#define AMAX_WORD 64
 struct amax_out {
-    float *partial;
-    unsigned *arrivals;
+    unsigned *words;
     float *amax;
 };
 
-/* The block's maximum into partial[blockIdx.x]; the block that arrives last writes the maximum
- * of all blocks' (every thread of the block calls this). Values are >= 0 or NaN, so max_abs is
- * their maximum. */
+/* The unsigned maximum of the block's u, valid in thread 0 (every thread calls it: a barrier).
+ * One redux.sync per warp (REDUX.MAX) instead of a 5-step shuffle butterfly. */
+static __device__ __forceinline__ unsigned block_max_u32(unsigned u, unsigned *warp_max) {
+    u = __reduce_max_sync(0xFFFFFFFFu, u);
+    if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = u;
+    __syncthreads();
+    if (threadIdx.x != 0) return 0u;
+    unsigned m = warp_max[0];
+#pragma unroll
+    for (int k = 1; k < BLOCK / 32; k++) m = max(m, warp_max[k]);
+    return m;
+}
+
+/* The block's maximum into words[AMAX_WORD], and the block that arrives last writes the maximum
+ * of all blocks' (every thread of the block calls this, with a >= +0 or NaN: max_abs's).
+ *
+ * Exactness: a non-negative float orders like its bit pattern as an unsigned integer, so the
+ * unsigned maximum of the bits of values in [+0, +inf] is the bits of their maximum (a is never
+ * -0 or negative: max_abs starts from +0 and takes |v|); a NaN's bits, of either sign (max.NaN
+ * gives the canonical 0x7FFFFFFF), are above +inf's 0x7F800000, so a NaN anywhere wins. The
+ * result is therefore the largest |x| when no element is NaN and some bits > 0x7F800000 when one
+ * is, written as the canonical 0x7FC00000: the values the previous merge (max.NaN over per-block
+ * partials, then the same canonicalization) wrote, for any grid and any arrival order.
+ *
+ * Ordering (the PTX memory model argument of common/last_arrival.cuh, with one thread doing all
+ * of it): thread 0 of each block makes its atomic max, then takes a ticket with
+ * atom.add.release.gpu, which orders its own earlier max before the ticket; the block drawing
+ * the last ticket has observed every earlier ticket through the counter's atomic chain, and its
+ * fence.acq_rel.gpu makes each releasing block's max precede the exchange that reads (and
+ * clears) the max word. No thread reads anything else of another block's, so no other thread
+ * needs a fence or a second barrier. */
 static __device__ __forceinline__ void block_amax(float a, const amax_out &out) {
-    __shared__ float scratch[32];
-    __shared__ int last;
-    a = cml__group_allreduce(a, blockDim.x, scratch, max_nan_op());
-    if (threadIdx.x == 0) out.partial[blockIdx.x] = a;
-    if (!cml__block_arrives_last(out.arrivals, gridDim.x, &last)) return;
-    a = 0.0f;
-    for (unsigned k = threadIdx.x; k < gridDim.x; k += blockDim.x) a = max_abs(a, __ldcg(out.partial + k));
-    a = cml__group_allreduce(a, blockDim.x, scratch, max_nan_op());
-    if (threadIdx.x == 0) *out.amax = a == a ? a : __uint_as_float(0x7FC00000u);
+    __shared__ unsigned warp_max[BLOCK / 32];
+    const unsigned m = block_max_u32(__float_as_uint(a), warp_max);
+    if (threadIdx.x == 0) {
+        atomicMax(out.words + AMAX_WORD, m);
+        unsigned ticket;
+        asm volatile("atom.add.release.gpu.global.u32 %0, [%1], 1;" : "=r"(ticket) : "l"(out.words) : "memory");
+        if (ticket == gridDim.x - 1u) {
+            asm volatile("fence.acq_rel.gpu;" ::: "memory");
+            out.words[0] = 0u;
+            const unsigned all = atomicExch(out.words + AMAX_WORD, 0u);
+            *out.amax = __uint_as_float(all > 0x7F800000u ? 0x7FC00000u : all);
+        }
+    }
 }
 
 /* ---- kernels ------------------------------------------------------------------------------------ */
@@ -208,19 +272,64 @@ static __global__ void __launch_bounds__(BLOCK)
         uint4 w[NS];
 #pragma unroll
         for (int k = 0; k < NS; k++) w[k] = load_slice<XT, L>(x, s0 + 32 * k);
+        if constexpr (is_fp8(YT)) {
+            /* to fp8: the 16 products, one NaN test for all of them, and for a warp without a
+             * NaN product the conversion alone (f32x2_to_fp8_nonan); with one, the exact path on
+             * the slices loaded again (rare: a NaN input, or 0 x inf) */
+            float p[GROUP];
 #pragma unroll
-        for (int k = 0; k < NS; k++) {
-            float v[L];
-            unpack_slice<XT, L>(w[k], v);
+            for (int k = 0; k < NS; k++) {
+                float v[L];
+                /* f16: the hardware conversion, exact but for a NaN's payload and sign; a NaN
+                 * input makes a NaN product, which sends the warp down the exact path; its
+                 * |v| into amax gives a NaN there too, so the canonical NaN as before */
+                if constexpr (XT == CML_F16) cml__unpack16<CML_F16>(w[k], v);
+                else unpack_slice<XT, L>(w[k], v);
 #pragma unroll
-            for (int e = 0; e < L; e++) {
-                if constexpr (AMAX) a = max_abs(a, v[e]);
-                v[e] = scaled(v[e], s);
+                for (int e = 0; e < L; e++) {
+                    if constexpr (AMAX) a = max_abs(a, v[e]);
+                    p[k * L + e] = v[e] * s;
+                }
             }
-            store_slice<YT, L>(y, s0 + 32 * k, v);
+            if (!__any_sync(0xFFFFFFFFu, any_nan16(p))) {
+#pragma unroll
+                for (int k = 0; k < NS; k++) {
+                    const float *q = p + k * L;
+                    unsigned u[L / 4];
+#pragma unroll
+                    for (int j = 0; j < L / 4; j++)
+                        u[j] = f32x2_to_fp8_nonan<YT>(q[4 * j], q[4 * j + 1]) |
+                               f32x2_to_fp8_nonan<YT>(q[4 * j + 2], q[4 * j + 3]) << 16;
+                    if constexpr (L == 4) ((unsigned *)y)[s0 + 32 * k] = u[0];
+                    else ((uint2 *)y)[s0 + 32 * k] = make_uint2(u[0], u[1]);
+                }
+            } else {
+#pragma unroll 1
+                for (int k = 0; k < NS; k++) {
+                    float v[L];
+                    unpack_slice<XT, L>(load_slice<XT, L>(x, s0 + 32 * k), v);
+#pragma unroll
+                    for (int e = 0; e < L; e++) v[e] = scaled(v[e], s);
+                    store_slice<YT, L>(y, s0 + 32 * k, v);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < NS; k++) {
+                float v[L];
+                unpack_slice<XT, L>(w[k], v);
+#pragma unroll
+                for (int e = 0; e < L; e++) {
+                    if constexpr (AMAX) a = max_abs(a, v[e]);
+                    v[e] = scaled(v[e], s);
+                }
+                store_slice<YT, L>(y, s0 + 32 * k, v);
+            }
         }
     }
-    for (long long i = wgroups * (32 * GROUP) + tid; i < n; i += step) {
+    /* the tail's start from n again (n >= 0: n rounded down to whole warp groups) rather than
+     * from wgroups, which would stay live across the loop (a 4-byte spill at 32 registers) */
+    for (long long i = (n & ~(long long)(32 * GROUP - 1)) + tid; i < n; i += step) {
         const float v = load_one<XT>(x, i);
         if constexpr (AMAX) a = max_abs(a, v);
         store_one<YT>(y, i, scaled(v, s));
@@ -278,20 +387,17 @@ static cml_status convert_launch(cml_ctx *ctx, void *y, const void *x, long long
     if (per_sm[ki] == 0) per_sm[ki] = resident_per_sm(k);
     const int sms = cml__cuda_sm_count(ctx->device.index) > 0 ? cml__cuda_sm_count(ctx->device.index) : 132;
     const long long threads = vec ? (n / GROUP > 0 ? n / GROUP : 1) : (n > 0 ? n : 1);
-    /* The vectorized conversion to fp8 without amax: at most 4 blocks per SM (measured, H100,
+    /* The vectorized conversion to fp8: at most 4 blocks per SM without amax, 6 with (measured, H100,
      * session 9: bf16 -> e4m3 at 8 blocks per SM ran 4% below the previous layout in steady mode at
      * 16384x8192 and 256x262144; 4 blocks: +7% over 8 there, f32 +0-2%, no shape below 0.999x;
-     * 6 blocks: +0-1%. The amax kernels lost 2-8% at 4 blocks and keep their 6.) */
-    const int ps = vec && is_fp8(YT) && !amax && per_sm[ki] > 4 ? 4 : per_sm[ki];
+     * 6 blocks: +0-1%. The amax kernels lost 2-8% at 4 blocks. Their registers are now down to 32,
+     * so 8 would fit: not measured.) */
+    const int cap_ps = vec && is_fp8(YT) ? (amax ? 6 : 4) : 0;
+    const int ps = cap_ps > 0 && per_sm[ki] > cap_ps ? cap_ps : per_sm[ki];
     const long long want = (threads + BLOCK - 1) / BLOCK, cap = (long long)sms * ps;
     const unsigned grid = (unsigned)(want < cap ? want : cap);
-    amax_out out = {NULL, NULL, amax};
-    if (amax) {
-        void *ws = NULL;
-        CML_TRY(cml_ctx_workspace(ctx, &ws, (size_t)grid * sizeof(float)));
-        out.partial = (float *)ws;
-        CML_TRY(cml__cuda_zeroed(ctx, sizeof(unsigned), FN, (void **)&out.arrivals));
-    }
+    amax_out out = {NULL, amax};
+    if (amax) CML_TRY(cml__cuda_zeroed(ctx, (AMAX_WORD + 1) * sizeof(unsigned), FN, (void **)&out.words));
     char dts[32];
     snprintf(dts, sizeof dts, "%s,%s", cml_dtype_name((cml_dtype)YT), cml_dtype_name((cml_dtype)XT));
     k<<<grid, BLOCK, 0, st>>>(y, x, n, scale, out);
