@@ -37,9 +37,10 @@ static __device__ __forceinline__ void cml__mbar_arrive_expect_tx(uint64_t *bar,
     cml__mbar_arrive_expect_tx_at(cml__smem_addr(bar), bytes);
 }
 
-static __device__ __forceinline__ void cml__mbar_arrive(uint64_t *bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(cml__smem_addr(bar)) : "memory");
+static __device__ __forceinline__ void cml__mbar_arrive_at(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
+static __device__ __forceinline__ void cml__mbar_arrive(uint64_t *bar) { cml__mbar_arrive_at(cml__smem_addr(bar)); }
 
 /* Waits until the barrier's phase with the given parity (0 or 1) has completed. A barrier
  * still in its first phase counts its (never run) previous phase, parity 1, as completed:
@@ -84,10 +85,13 @@ static __device__ __forceinline__ void cml__cluster_sync(void) {
 /* Arrives on the barrier at the same shared-memory offset in the CTA of cluster rank `cta`
  * (release at CTA scope, as for a local arrive: enough to order this CTA's finished reads
  * of a stage before the peer's next copy into it; a cluster-scope release costs a fence). */
-static __device__ __forceinline__ void cml__mbar_arrive_cluster(uint64_t *bar, uint32_t cta) {
+static __device__ __forceinline__ void cml__mbar_arrive_cluster_at(uint32_t bar, uint32_t cta) {
     uint32_t remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(cml__smem_addr(bar)), "r"(cta));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar), "r"(cta));
     asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+}
+static __device__ __forceinline__ void cml__mbar_arrive_cluster(uint64_t *bar, uint32_t cta) {
+    cml__mbar_arrive_cluster_at(cml__smem_addr(bar), cta);
 }
 
 /* ---- TMA: bulk tensor copies global -> shared, completing on an mbarrier --------------- */

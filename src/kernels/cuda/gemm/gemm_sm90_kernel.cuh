@@ -370,13 +370,27 @@ static __device__ __forceinline__ bool cml__sm90_split_gather(float *acc, float 
     return true;
 }
 
-/* Frees a stage: one arrival on its empty barrier in every CTA of the cluster. */
-static __device__ __forceinline__ void cml__sm90_release(uint64_t *empty, int cluster) {
+/* Frees a stage: one arrival on its empty barrier (32-bit shared address) in every CTA of the cluster. */
+static __device__ __forceinline__ void cml__sm90_release_at(uint32_t empty, int cluster) {
     if (cluster == 1) {
-        cml__mbar_arrive(empty);
+        cml__mbar_arrive_at(empty);
         return;
     }
-    for (int cta = 0; cta < cluster; cta++) cml__mbar_arrive_cluster(empty, (uint32_t)cta);
+    for (int cta = 0; cta < cluster; cta++) cml__mbar_arrive_cluster_at(empty, (uint32_t)cta);
+}
+
+/* The consumers' wgmma descriptors from low words. cml__wgmma_desc(addr, lbo, 1024) is
+ * lo | hi << 32 with lo = addr / 16 | (lbo / 16) << 16 (start address in bits 0-13) and hi the
+ * same for every operand (sbo = 1024, the 128-byte swizzle), for any shared address addr < 2^18
+ * (228 KB of shared memory). Stage bases and k offsets are multiples of 16, so lo(addr) + off / 16
+ * = lo(addr + off) while addr + off < 2^18 (the start field never carries into lbo's): the
+ * descriptor of stage s, k-step k is cml__sm90_desc(lo(base) + (s * stage_bytes + k_off) / 16),
+ * the same 64 bits as cml__wgmma_desc(base + s * stage_bytes + k_off, lbo, 1024). */
+static __device__ __forceinline__ uint32_t cml__sm90_desc_lo(uint32_t addr, uint32_t lbo) {
+    return (uint32_t)cml__wgmma_desc(addr, lbo, 1024);
+}
+static __device__ __forceinline__ uint64_t cml__sm90_desc(uint32_t lo) {
+    return (cml__wgmma_desc(0, 0, 1024) & 0xFFFFFFFF00000000ull) | lo;
 }
 
 /* The cluster tile a linear index names, in grouped order (group_m tile rows at a time):
@@ -539,19 +553,31 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
         const bool leader = (threadIdx.x % 128) == 0;
         const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
         float acc[BN / 2];
-        int it = 0, g = 0, mine = 0, d_acquired = -1;
-        /* With STAGES not a power of 2 (5, 6) the ring position is kept as the producer keeps it:
-         * stage s of the next k-block and the parity of the fill of full[s] to wait for, wrapped by
-         * compare (it % STAGES and it / STAGES would be multiply-high divisions a k-block), the stage of
-         * the k-block before it (freed one k-block late), and 32-bit shared addresses computed once.
-         * Measured (dev/gemm_sm90/README.md, session 9): +2.5% on 2304 x 768 x 8192 (6 stages); on the
-         * 4-stage kernels the same form was 0 to -1% against the mask and shift of `it`, kept there. */
+        int g = 0, mine = 0, d_acquired = -1;
+        /* The k-block path is on the critical path (dev/gemm_sm90/README.md, "the consumer loop"):
+         * the barriers by 32-bit shared addresses, each wgmma's descriptors a low word built here once
+         * plus constants (cml__sm90_desc), and the consumer index shuffled from lane 0, so that ptxas
+         * sees it warp-uniform and keeps the descriptor words in uniform registers (no per-wgmma
+         * R2UR). The ring position: stage s of the next k-block and the parity of the fill of full[s]
+         * to wait for, wrapped by compare where STAGES is not a power of 2 (it % STAGES, it / STAGES
+         * would be multiply-high divisions: measured 2-4% at 5 and 6 stages, session 9), else a mask
+         * and a shift of the k-block count it (at 4 stages the wrap is 2 instructions shorter but
+         * spills 4 bytes in the 256-wide cluster-2 kernels); prev, the stage of the k-block before,
+         * is freed one k-block late. */
         constexpr bool WRAP = (STAGES & (STAGES - 1)) != 0;
-        int s = 0, prev = STAGES - 1;
+        int s = 0, prev = STAGES - 1, it = 0;
         uint32_t parity = 0;
-        const uint32_t full0 = cml__smem_addr(full);
-        const uint32_t a0 = cml__smem_addr(stage_a) + (PINGPONG ? 0 : consumer * 64 * CML_SM90_ROW_BYTES);
-        const uint32_t b0 = cml__smem_addr(stage_b);
+        const int cw = __shfl_sync(0xffffffffu, consumer, 0);
+        const uint32_t full0 = cml__smem_addr(full), empty0 = cml__smem_addr(empty);
+        const uint32_t block_bytes = elems_per_row * CML_SM90_ROW_BYTES; /* one M/N-major 64-column block */
+        const uint32_t a_lo = cml__sm90_desc_lo(cml__smem_addr(stage_a) + (PINGPONG ? 0 : cw * 64 * CML_SM90_ROW_BYTES),
+                                                TRANS_A ? block_bytes : 16);
+        /* shuffled too: ptxas would otherwise rebuild it from the shared base every k-block (3 more) */
+        const uint32_t b_lo =
+            __shfl_sync(0xffffffffu, cml__sm90_desc_lo(cml__smem_addr(stage_b), TRANS_B ? block_bytes : 16), 0);
+        /* 32 bytes of K a wgmma: +32 bytes along a K-major row, or +16 K rows in an M/N-major block */
+        const uint32_t step_a = (TRANS_A ? 16 * CML_SM90_ROW_BYTES : 32) >> 4;
+        const uint32_t step_b = (TRANS_B ? 16 * CML_SM90_ROW_BYTES : 32) >> 4;
         for (int tile = first; tile < total; tile += step, mine++) {
             int tm, tn, b, k_first, k_blocks;
             cml__sm90_locate(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
@@ -574,47 +600,28 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) acc[i] = 0.0f;
             for (int kb = 0; kb < k_blocks; kb++, it++) {
-                uint32_t sa, sb;
-                if constexpr (WRAP) {
-                    cml__mbar_wait_at(full0 + 8 * s, parity);
-                    sa = a0 + s * smem_t::a_bytes, sb = b0 + s * smem_t::b_bytes;
-                } else {
-                    const int st = it % STAGES;
-                    cml__mbar_wait(&full[st], (it / STAGES) & 1);
-                    sa = cml__smem_addr(stage_a + st * smem_t::a_bytes) +
-                         (PINGPONG ? 0 : consumer * 64 * CML_SM90_ROW_BYTES);
-                    sb = cml__smem_addr(stage_b + st * smem_t::b_bytes);
-                }
+                if constexpr (!WRAP) s = it % STAGES, parity = (uint32_t)(it / STAGES) & 1u;
+                cml__mbar_wait_at(full0 + 8 * s, parity);
+                const uint32_t da = a_lo + s * (smem_t::a_bytes >> 4), db = b_lo + s * (smem_t::b_bytes >> 4);
                 cml__wgmma_fence();
 #pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    /* 32 bytes of K: +32 bytes along a K-major row, or +16 K rows in an M/N-major block */
-                    uint64_t da = TRANS_A ? cml__wgmma_desc(sa + k * 16 * CML_SM90_ROW_BYTES,
-                                                            elems_per_row * CML_SM90_ROW_BYTES, 1024)
-                                          : cml__wgmma_desc(sa + k * 32, 16, 1024);
-                    uint64_t db = TRANS_B ? cml__wgmma_desc(sb + k * 16 * CML_SM90_ROW_BYTES,
-                                                            elems_per_row * CML_SM90_ROW_BYTES, 1024)
-                                          : cml__wgmma_desc(sb + k * 32, 16, 1024);
-                    cml__sm90_mma<BN, KIND, TRANS_A, TRANS_B>(acc, da, db);
-                }
+                for (int k = 0; k < 4; k++)
+                    cml__sm90_mma<BN, KIND, TRANS_A, TRANS_B>(acc, cml__sm90_desc(da + k * step_a),
+                                                              cml__sm90_desc(db + k * step_b));
                 cml__wgmma_commit();
                 /* keep this stage's wgmmas in flight; the previous stage's are done: free it */
                 cml__wgmma_wait<1>();
                 cml__wgmma_reg_fence<BN / 2>(acc);
-                if constexpr (WRAP) {
-                    if (kb > 0 && leader) cml__sm90_release(&empty[prev], CLUSTER);
-                    prev = s;
-                    if (++s == STAGES) {
-                        s = 0;
-                        parity ^= 1;
-                    }
-                } else {
-                    if (kb > 0 && leader) cml__sm90_release(&empty[(it - 1) % STAGES], CLUSTER);
+                if (kb > 0 && leader) cml__sm90_release_at(empty0 + 8 * prev, CLUSTER);
+                prev = s;
+                if (WRAP && ++s == STAGES) {
+                    s = 0;
+                    parity ^= 1;
                 }
             }
             cml__wgmma_wait<0>();
             cml__wgmma_reg_fence<BN / 2>(acc);
-            if (leader) cml__sm90_release(&empty[WRAP ? prev : (it - 1) % STAGES], CLUSTER);
+            if (leader) cml__sm90_release_at(empty0 + 8 * prev, CLUSTER);
             if (PINGPONG && tile + step < total) cml__sm90_order_signal(1 - consumer); /* the next tile's owner */
 #if CML_SM90_DEV_EPI == 1 /* dev/gemm_sm90/harness.cu only: time the main loop without any epilogue */
             continue;
