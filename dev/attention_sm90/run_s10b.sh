@@ -145,7 +145,9 @@ if [ $rn -eq 0 ]; then
     cp /tmp/bn10b/src/libcamel.so $L/new.so
     # on the GPU while base still builds: ohash of new, the forward test, the sanitizers
     timeout 60 python3 dev/attention_sm90/ohash.py --lib $L/new.so >$x/ohash_new.txt 2>&1
-    echo "ohash new rc=$? at $(at): $(tail -1 $x/ohash_new.txt)" >>$x/summary.txt
+    ro=$?
+    echo "ohash new rc=$ro at $(at): $(tail -1 $x/ohash_new.txt)" >>$x/summary.txt
+    [ $ro -eq 124 ] && say "ohash new timed out (a hang?): no timing" && rn=8
     T=/tmp/bn10b/tests/test_gpu_attention
     (timeout 170 $T >$x/test.log 2>&1; echo "rc=$?" >>$x/test.log) &
     ps="$!"
