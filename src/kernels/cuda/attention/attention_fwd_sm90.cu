@@ -41,7 +41,7 @@ extern "C" bool cml__attention_fwd_sm90_takes(const cml_ctx *ctx, const cml_atte
      * TMA-store epilogue writes whole 64-row boxes, which would clobber the next packed sequence */
     if (cml__attn_desc_varlen(d)) return false;
     if (!(d->scale > 0.0f) || !isfinite(d->scale)) return false; /* the row maximum is taken on raw scores */
-    /* sizes in int, and the grid's (query tile, head) count too */
+    /* sizes in int, and the grid's (query tile, head) count too (the smallest tile, 128 rows: the most tiles) */
     const int64_t q_tiles = (d->S_q + CML_ATT90_BM - 1) / CML_ATT90_BM;
     if (d->S_q > INT_MAX - 1024 || d->S_kv > INT_MAX - 1024 || d->B * d->H_q > INT_MAX / q_tiles) return false;
     if (!cml__att90_tensor_ok(Q, d->q_stride, d->B, d->S_q, d->H_q) ||
@@ -61,14 +61,17 @@ static long long att90_runs;
 
 extern "C" long long cml__attention_fwd_sm90_runs(void) { return __atomic_load_n(&att90_runs, __ATOMIC_RELAXED); }
 
-/* Per head dim (dev/attention_sm90/README.md, the ladder): key tile BN, K/V stages, and the kernel:
- * the persistent one with O staged in its own buffer (D = 64, 128: v6) or the one-tile-per-CTA
- * kernel with intra-warpgroup overlap, ping-pong and the TMA-store epilogue (D = 256: v3, which
- * measured 1-3% above the persistent kernel there; the persistent one has no room for an O buffer). */
+/* Per head dim (dev/attention_sm90/README.md, the ladder): key tile BN, K/V stages, consumer
+ * warpgroups NC (query tile BM = 64 NC rows), and the kernel: the persistent one with O staged in its
+ * own buffer (D = 64, 128: v6; D = 64 with three consumers, 192-row tiles: session 10) or the
+ * one-tile-per-CTA kernel with intra-warpgroup overlap, ping-pong and the TMA-store epilogue (D = 256:
+ * v3, which measured 1-3% above the persistent kernel there; the persistent one has no room for an O
+ * buffer; 128-row tiles). Shared memory at D = 64: Q 24 KiB + O 24 KiB + 4 x (K + V) 32 KiB + 1 KiB
+ * alignment + barriers = 177 KiB of 227. */
 template <int D> struct att90_cfg;
-template <> struct att90_cfg<64> { enum { BN = 128, STAGES = 4, PERSIST = 1 }; };
-template <> struct att90_cfg<128> { enum { BN = 128, STAGES = 2, PERSIST = 1 }; };
-template <> struct att90_cfg<256> { enum { BN = 80, STAGES = 2, PERSIST = 0 }; };
+template <> struct att90_cfg<64> { enum { BN = 128, STAGES = 4, PERSIST = 1, NC = 3 }; };
+template <> struct att90_cfg<128> { enum { BN = 128, STAGES = 2, PERSIST = 1, NC = 2 }; };
+template <> struct att90_cfg<256> { enum { BN = 80, STAGES = 2, PERSIST = 0, NC = 2 }; };
 
 static const char att90_fn[] = "cml_attention_fwd";
 
@@ -79,8 +82,9 @@ template <int DT, int D, int PERSIST> struct att90_launcher;
 template <int DT, int D> struct att90_launcher<DT, D, 1> {
     static cml_status run(cml_ctx *ctx, const CUtensorMap maps[4], cml__att90_params p) {
         typedef att90_cfg<D> cfg;
-        typedef cml__att90_psmem<D, cfg::BN, cfg::STAGES, 1> sm;
-        auto kern = cml__att90_fwd_persistent_kernel<DT, D, cfg::BN, cfg::STAGES, 1>;
+        typedef cml__att90_psmem<D, cfg::BN, cfg::STAGES, 1, cfg::NC> sm;
+        auto kern = cml__att90_fwd_persistent_kernel<DT, D, cfg::BN, cfg::STAGES, 1, cfg::NC>;
+        const int threads = CML_ATT90_P_THREADS(cfg::NC);
         CML_CUDA_TRY(att90_fn, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm::total));
         void *ws = NULL;
         CML_TRY(cml_ctx_workspace(ctx, &ws, sizeof(int)));
@@ -89,9 +93,9 @@ template <int DT, int D> struct att90_launcher<DT, D, 1> {
         CML_CUDA_TRY(att90_fn, cudaMemsetAsync(ws, 0, sizeof(int), s)); /* the tile counter */
         const int sms = cml__cuda_sm_count(ctx->device.index);
         const unsigned grid = (unsigned)(p.total_tiles < sms || sms <= 0 ? p.total_tiles : sms);
-        kern<<<grid, CML_ATT90_THREADS, sm::total, s>>>(maps[0], maps[1], maps[2], maps[3], p);
+        kern<<<grid, threads, sm::total, s>>>(maps[0], maps[1], maps[2], maps[3], p);
         return cml__cuda_check_launch(att90_fn, "cml__att90_fwd_persistent_kernel", att90_dtype_name(DT), p.total_tiles,
-                                      grid, CML_ATT90_THREADS);
+                                      grid, threads);
     }
 };
 
@@ -99,6 +103,7 @@ template <int DT, int D> struct att90_launcher<DT, D, 0> {
     static cml_status run(cml_ctx *ctx, const CUtensorMap maps[4], cml__att90_params p) {
         typedef att90_cfg<D> cfg;
         typedef cml__att90_smem<D, cfg::BN, cfg::STAGES> sm;
+        static_assert(cfg::NC == 2, "the one-tile-per-CTA kernel has two consumers: 128-row tiles");
         auto kern = cml__att90_fwd_kernel<DT, D, cfg::BN, cfg::STAGES, 1, 1, 1>;
         CML_CUDA_TRY(att90_fn, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm::total));
         const unsigned grid = (unsigned)p.total_tiles;
@@ -119,9 +124,11 @@ extern "C" cml_status cml__attention_fwd_sm90(cml_ctx *ctx, const cml_attention_
     if (!cml__attention_fwd_sm90_takes(ctx, d, O, Q, K, V)) return CML_OK;
     const int D = (int)d->D;
     const int BN = D == 64 ? (int)att90_cfg<64>::BN : D == 128 ? (int)att90_cfg<128>::BN : (int)att90_cfg<256>::BN;
+    /* query rows per work tile: the Q map's box and the tile count */
+    const int BM = 64 * (D == 64 ? (int)att90_cfg<64>::NC : D == 128 ? (int)att90_cfg<128>::NC : (int)att90_cfg<256>::NC);
     CUtensorMap maps[4];
     *taken = true; /* takes() checked TMA's rules: a refused map is an error, not a reason to fall back */
-    CML_TRY(cml__att90_map(&maps[0], Q, d->dtype, d->B, d->S_q, d->H_q, D, d->q_stride, CML_ATT90_BM, att90_fn));
+    CML_TRY(cml__att90_map(&maps[0], Q, d->dtype, d->B, d->S_q, d->H_q, D, d->q_stride, BM, att90_fn));
     CML_TRY(cml__att90_map(&maps[1], K, d->dtype, d->B, d->S_kv, d->H_kv, D, d->k_stride, BN, att90_fn));
     CML_TRY(cml__att90_map(&maps[2], V, d->dtype, d->B, d->S_kv, d->H_kv, D, d->v_stride, BN, att90_fn));
     CML_TRY(cml__att90_map(&maps[3], O, d->dtype, d->B, d->S_q, d->H_q, D, d->o_stride, 64, att90_fn));
@@ -133,7 +140,7 @@ extern "C" cml_status cml__attention_fwd_sm90(cml_ctx *ctx, const cml_attention_
     p.Sq = (int)d->S_q;
     p.Sk = (int)d->S_kv;
     p.causal = d->causal ? 1 : 0;
-    p.q_tiles = (int)((d->S_q + CML_ATT90_BM - 1) / CML_ATT90_BM);
+    p.q_tiles = (int)((d->S_q + BM - 1) / BM);
     p.total_tiles = (int)(p.q_tiles * d->B * d->H_q);
     p.scale_log2 = d->scale * CML_ATTN_LOG2E;
     p.lse = lse;

@@ -10,6 +10,7 @@
  *     shared memory, K-major), online softmax in registers (exp2 with the scale folded into one
  *     FFMA, the row sum kept per thread and reduced once at the end), O += P V with P from
  *     registers (the S accumulator layout is the wgmma A-fragment layout), V N-major.
+ *   (The persistent kernel below generalizes this to NC consumers: 192-row tiles, 3 consumers at D = 64.)
  * Variants (template flags; dev/attention_sm90/README.md has their measurements):
  *   INTRA    (FlashAttention-3's intra-warpgroup overlap) issue S_j = Q K_j and O += P_{j-1} V_{j-1}
  *            back to back, then do the softmax of S_j while the P V product runs;
@@ -142,13 +143,13 @@ static __device__ __forceinline__ void cml__att90_load(uint8_t *dst, const CUten
     for (int c = 0; c < D / 64; c++) cml__tma_load_4d(dst + c * rows * 128, map, bar, c * 64, h, s0, b);
 }
 
-/* S = Q K^T for this consumer: q_addr its 64 rows of column block 0, k_addr the stage. */
-template <int DT, int D, int BN>
+/* S = Q K^T for this consumer: q_addr its 64 rows of column block 0 (blocks of BM rows), k_addr the stage. */
+template <int DT, int D, int BN, int BM = CML_ATT90_BM>
 static __device__ __forceinline__ void cml__att90_qk(float *sc, uint32_t q_addr, uint32_t k_addr) {
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) { /* 16 of D per wgmma: +32 bytes in a 128-byte row, blocks of 64 */
         const uint32_t in_block = (kk % 4) * 32;
-        const uint64_t dq = cml__wgmma_desc(q_addr + (kk / 4) * CML_ATT90_BM * 128 + in_block, 16, 1024);
+        const uint64_t dq = cml__wgmma_desc(q_addr + (kk / 4) * BM * 128 + in_block, 16, 1024);
         const uint64_t dk = cml__wgmma_desc(k_addr + (kk / 4) * BN * 128 + in_block, 16, 1024);
         cml__att90_mma_ss<DT, BN>(sc, dq, dk, kk > 0);
     }
@@ -460,12 +461,23 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
  * computes a tile does not change how it is computed: results stay bitwise reproducible.
  * SEP_O: the epilogue stages O in its own buffer (Q may be refilled as soon as the consumers'
  * last Q K^T is done); otherwise in the Q buffer (D = 256: no room), which is then released
- * after the TMA store has read it. Always INTRA + PINGPONG + TMA store. */
-template <int D, int BN, int STAGES, int SEP_O>
+ * after the TMA store has read it. Always INTRA + PINGPONG + TMA store.
+ * NC consumer warpgroups of 64 query rows each: work tiles of BM = 64 NC rows, 128 (NC + 1)
+ * threads. NC = 2 (D = 128): setmaxnreg 24 / 240, the two consumers alternate their GEMM issues.
+ * NC = 3 (D = 64, FlashAttention-3's 192-row tiles): setmaxnreg 24 / 160 (128 x (24 + 3 x 160)
+ * <= 64K), the GEMM issues rotate 0 -> 1 -> 2 -> 0 (each consumer has two other consumers' GEMM
+ * turns for its softmax: at D = 64 the exp takes as long as the GEMMs), and every K / V tile
+ * loaded serves 192 rows instead of 128. A consumer computes only the key tiles its own rows
+ * see (a 192-row causal tile reaches further than its first consumers' rows; rows past S_q see
+ * none): the same key tiles, in the same order, as its rows had in the 128-row tiles, and any
+ * extra one is fully masked (P = 0 exactly, maxima unchanged): O and lse are bitwise the same. */
+#define CML_ATT90_P_THREADS(NC) (128 * ((NC) + 1))
+#define CML_ATT90_P_CONSUMER_REGS(NC) ((NC) == 2 ? CML_ATT90_CONSUMER_REGS : 160)
+template <int D, int BN, int STAGES, int SEP_O, int NC = 2>
 struct cml__att90_psmem {
     enum {
-        q_bytes = CML_ATT90_BM * D * 2,
-        o_bytes = SEP_O ? CML_ATT90_BM * D * 2 : 0,
+        q_bytes = 64 * NC * D * 2,
+        o_bytes = SEP_O ? 64 * NC * D * 2 : 0,
         kv_bytes = BN * D * 2,
         total = 1024 + q_bytes + o_bytes + 2 * STAGES * kv_bytes + 8 * (2 + 4 * STAGES) + 16
     };
@@ -476,7 +488,7 @@ struct cml__att90_tile {
     int q0, b, h, n_tiles;
 };
 
-template <int BN, int GROUPED>
+template <int BN, int GROUPED, int BM = CML_ATT90_BM>
 static __device__ __forceinline__ cml__att90_tile cml__att90_decode(const cml__att90_params &p, int tile) {
     cml__att90_tile t;
     int t_lin = tile % p.q_tiles, bh = tile / p.q_tiles;
@@ -491,25 +503,25 @@ static __device__ __forceinline__ cml__att90_tile cml__att90_decode(const cml__a
         bh = g * p.head_group + (rem - t_lin * pairs);
     }
     const int qt = p.causal ? p.q_tiles - 1 - t_lin : t_lin;
-    t.q0 = qt * CML_ATT90_BM;
+    t.q0 = qt * BM;
     t.b = bh / p.Hq;
     t.h = bh % p.Hq;
     int k_end = p.Sk;
-    if (p.causal) k_end = min(p.Sk, max(0, min(t.q0 + CML_ATT90_BM, p.Sq) + p.Sk - p.Sq));
+    if (p.causal) k_end = min(p.Sk, max(0, min(t.q0 + BM, p.Sq) + p.Sk - p.Sq));
     t.n_tiles = (k_end + BN - 1) / BN;
     return t;
 }
 
-template <int DT, int D, int BN, int STAGES, int SEP_O>
-static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
+template <int DT, int D, int BN, int STAGES, int SEP_O, int NC = 2>
+static __global__ void __launch_bounds__(CML_ATT90_P_THREADS(NC), 1)
     cml__att90_fwd_persistent_kernel(const __grid_constant__ CUtensorMap map_q,
                                      const __grid_constant__ CUtensorMap map_k,
                                      const __grid_constant__ CUtensorMap map_v,
                                      const __grid_constant__ CUtensorMap map_o,
                                      const __grid_constant__ cml__att90_params p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    typedef cml__att90_psmem<D, BN, STAGES, SEP_O> sm;
-    const int BM = CML_ATT90_BM;
+    typedef cml__att90_psmem<D, BN, STAGES, SEP_O, NC> sm;
+    const int BM = 64 * NC;
     extern __shared__ uint8_t cml__att90_smem_raw[];
     uint8_t *smem = (uint8_t *)(((uintptr_t)cml__att90_smem_raw + 1023) & ~(uintptr_t)1023);
     uint8_t *sq = smem;
@@ -524,12 +536,12 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
 
     if (threadIdx.x == 0) {
         cml__mbar_init(q_full, 1);
-        cml__mbar_init(q_empty, SEP_O ? 8 : 2); /* SEP_O: one arrival per consumer warp, else per consumer */
+        cml__mbar_init(q_empty, SEP_O ? 4 * NC : NC); /* SEP_O: one arrival per consumer warp, else per consumer */
         for (int s = 0; s < STAGES; s++) {
             cml__mbar_init(&k_full[s], 1);
             cml__mbar_init(&v_full[s], 1);
-            cml__mbar_init(&k_empty[s], 2);
-            cml__mbar_init(&v_empty[s], 2);
+            cml__mbar_init(&k_empty[s], NC);
+            cml__mbar_init(&v_empty[s], NC);
         }
         cml__mbar_init_fence();
     }
@@ -544,7 +556,7 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
             cml__tma_prefetch_map(&map_v);
             int it = 0, round_q = 0;
             for (int tile = blockIdx.x; tile < p.total_tiles; round_q++) {
-                const cml__att90_tile t = cml__att90_decode<BN, D == 128>(p, tile);
+                const cml__att90_tile t = cml__att90_decode<BN, D == 128, BM>(p, tile);
                 const int hk = t.h / p.group;
                 if (round_q > 0) cml__mbar_wait(q_empty, (round_q - 1) & 1); /* the last tile's Q is read */
                 *tile_id = tile;
@@ -567,9 +579,12 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
             cml__mbar_arrive(q_full);
         }
     } else {
-        cml__regs_alloc<CML_ATT90_CONSUMER_REGS>();
+        cml__regs_alloc<CML_ATT90_P_CONSUMER_REGS(NC)>();
         const int consumer = wg - 1, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
         const bool leader = threadIdx.x % 128 == 0;
+        /* GEMM turns: named barrier 1 + c is consumer c's; it arrives on the next consumer's after
+         * issuing (FlashAttention-3's scheduler barriers); 1 + NC + c: the consumer's epilogue */
+        const int next_bar = NC == 2 ? 2 - consumer : (consumer == NC - 1 ? 1 : consumer + 2);
         const int r_loc = 16 * warp + lane / 4, key_lane = 2 * (lane % 4);
         const uint32_t q_addr = cml__smem_addr(sq) + consumer * 64 * 128;
         uint8_t *so = so_all + consumer * 64 * 128;
@@ -577,7 +592,7 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
         float o[D / 2];
         float sc[BN / 2];
         uint32_t pa[BN / 4];
-        if (consumer == 1) cml__att90_bar_arrive(1, 256); /* ping-pong: consumer 0 issues first */
+        if (consumer == NC - 1) cml__att90_bar_arrive(1, 256); /* GEMM turns: consumer 0 issues first */
         int it = 0;
         for (int round_q = 0;; round_q++) {
             cml__mbar_wait(q_full, round_q & 1);
@@ -586,17 +601,30 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
              * divergent would make ptxas serialize the wgmmas (C7520) */
             const int tile = __shfl_sync(0xffffffffu, lane == 0 ? *tile_id : 0, 0);
             if (tile < 0) break;
-            const cml__att90_tile t = cml__att90_decode<BN, D == 128>(p, tile);
+            const cml__att90_tile t = cml__att90_decode<BN, D == 128, BM>(p, tile);
             const int row_a = t.q0 + consumer * 64 + r_loc, row_b = row_a + 8;
             int end[2] = {p.Sk, p.Sk};
             if (p.causal) {
                 end[0] = min(p.Sk, max(0, row_a + off + 1));
                 end[1] = min(p.Sk, max(0, row_b + off + 1));
             }
+            /* n: this consumer's key tiles. NC > 2: the key tiles past its last row (a causal diagonal's
+             * first consumers; every tile when its rows are all past S_q) are not computed, only passed
+             * (their GEMM turns and stage releases, after the last P V): the work of 64-row tiles (a
+             * 192-row tile would compute 11% more at causal S = 2k, 3% at full 2k). Bitwise the same:
+             * those tiles are fully masked for its rows. The first row shuffled from lane 0: a warp-uniform
+             * loop bound and mask test for the compiler (C7520; a divergent-looking test costs a BSSY) */
+            int n = t.n_tiles, diag_row = t.q0;
+            if (NC > 2) {
+                const int r0 = __shfl_sync(0xffffffffu, t.q0 + consumer * 64, 0);
+                int k_end = r0 < p.Sq ? p.Sk : 0;
+                if (p.causal) k_end = min(k_end, max(0, min(r0 + 64, p.Sq) + off));
+                n = (k_end + BN - 1) / BN;
+                diag_row = r0;
+            }
             const int first_masked = p.Sk / BN;
-            const int diag = p.causal ? (t.q0 + off + 1 > 0 ? (t.q0 + off + 1) / BN : 0) : first_masked;
+            const int diag = p.causal ? (diag_row + off + 1 > 0 ? (diag_row + off + 1) / BN : 0) : first_masked;
             const int mask_from = min(first_masked, diag);
-            const int n = t.n_tiles;
             float m[2] = {__int_as_float(0xff800000), __int_as_float(0xff800000)}, l[2] = {0.0f, 0.0f}, corr[2];
 #pragma unroll
             for (int i = 0; i < D / 2; i++) o[i] = 0.0f;
@@ -613,9 +641,9 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
                     cml__mbar_wait(&k_full[s], (it / STAGES) & 1);
                     cml__att90_bar_sync(1 + consumer, 256);
                     cml__wgmma_fence();
-                    cml__att90_qk<DT, D, BN>(sc, q_addr, cml__smem_addr(sk + s * sm::kv_bytes));
+                    cml__att90_qk<DT, D, BN, BM>(sc, q_addr, cml__smem_addr(sk + s * sm::kv_bytes));
                     cml__wgmma_commit();
-                    cml__att90_bar_arrive(2 - consumer, 256);
+                    cml__att90_bar_arrive(next_bar, 256);
                     cml__wgmma_wait<0>();
                     cml__wgmma_reg_fence<BN / 2>(sc);
                     if (leader) cml__mbar_arrive(&k_empty[s]);
@@ -631,12 +659,12 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
                     cml__mbar_wait(&k_full[s], (g / STAGES) & 1);
                     cml__att90_bar_sync(1 + consumer, 256);
                     cml__wgmma_fence();
-                    cml__att90_qk<DT, D, BN>(sc, q_addr, cml__smem_addr(sk + s * sm::kv_bytes));
+                    cml__att90_qk<DT, D, BN, BM>(sc, q_addr, cml__smem_addr(sk + s * sm::kv_bytes));
                     cml__wgmma_commit();
                     cml__mbar_wait(&v_full[sp], ((g - 1) / STAGES) & 1);
                     cml__att90_pv<DT, D, BN>(o, pa, cml__smem_addr(sv + sp * sm::kv_bytes));
                     cml__wgmma_commit();
-                    cml__att90_bar_arrive(2 - consumer, 256);
+                    cml__att90_bar_arrive(next_bar, 256);
                     cml__wgmma_wait<1>();
                     cml__wgmma_reg_fence<BN / 2>(sc);
                     if (leader) cml__mbar_arrive(&k_empty[s]);
@@ -662,7 +690,19 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
                 cml__att90_keep<BN / 4>(pa);
                 if (leader) cml__mbar_arrive(&v_empty[s]);
             }
-            it += n;
+            /* NC > 2: the tile's key tiles past this consumer's rows: pass the GEMM turn, release the
+             * stages (each after its full barrier: an earlier arrival would count for the stage's
+             * previous fill, still being read by the other consumers) */
+            for (int j = n; j < t.n_tiles; j++) {
+                const int g = it + j, s = g % STAGES;
+                cml__mbar_wait(&k_full[s], (g / STAGES) & 1);
+                cml__att90_bar_sync(1 + consumer, 256);
+                cml__att90_bar_arrive(next_bar, 256);
+                if (leader) cml__mbar_arrive(&k_empty[s]);
+                cml__mbar_wait(&v_full[s], (g / STAGES) & 1);
+                if (leader) cml__mbar_arrive(&v_empty[s]);
+            }
+            it += t.n_tiles;
 
             /* epilogue: O / l through shared memory and a TMA store per 64 columns */
 #pragma unroll
@@ -673,7 +713,7 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
             const float inv_a = l[0] > 0.0f ? 1.0f / l[0] : 0.0f, inv_b = l[1] > 0.0f ? 1.0f / l[1] : 0.0f;
             if (SEP_O) {
                 if (leader) cml__bulk_wait_read<0>(); /* the last tile's store has read the buffer */
-                cml__att90_bar_sync(3 + consumer, 128);
+                cml__att90_bar_sync(1 + NC + consumer, 128);
             }
 #pragma unroll
             for (int q = 0; q < D / 8; q++) {
@@ -684,7 +724,7 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
                     cml__att90_pack<DT>(o[4 * q + 2] * inv_b, o[4 * q + 3] * inv_b);
             }
             cml__fence_proxy_async_smem();
-            cml__att90_bar_sync(3 + consumer, 128);
+            cml__att90_bar_sync(1 + NC + consumer, 128);
             if (leader) {
                 if (t.q0 + consumer * 64 < p.Sq) {
 #pragma unroll
@@ -706,7 +746,7 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
                     lse[row_b] = l[1] > 0.0f ? (m[1] * p.scale_log2 + log2f(l[1])) * ln2 : __int_as_float(0xff800000);
             }
         }
-        if (consumer == 0) cml__att90_bar_sync(1, 256); /* consumer 1's extra arrival */
+        if (consumer == 0) cml__att90_bar_sync(1, 256); /* consumer NC - 1's extra arrival */
         if (leader) cml__bulk_wait_read<0>();
     }
 #endif
