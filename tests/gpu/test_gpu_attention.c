@@ -823,7 +823,10 @@ static void test_paths_taken(void) {
     CHECK_MSG(!(arch == 80 || arch == 90) || (n_bwd_wide > 0 && n_bwd_wide_mma + n_bwd_wide_sm90 == n_bwd_wide),
               "an sm_%d device, but %d + %d of %d backward cases with D > 128 took the mma / sm90 paths", arch,
               n_bwd_wide_mma, n_bwd_wide_sm90, n_bwd_wide);
-    CHECK_MSG(arch != 90 || n_bwd_wide_sm90 > 0, "an sm_90 device, but no backward case with D > 128 took the sm90 path");
+    /* under the sanitizer the sweep keeps only cases whose D > 128 backward goes to the mma kernel
+     * (measured, session 10); test_gpu_attention_bwd90 runs the sm90 D = 256 kernel there */
+    CHECK_MSG(arch != 90 || under_sanitizer() || n_bwd_wide_sm90 > 0,
+              "an sm_90 device, but no backward case with D > 128 took the sm90 path");
 }
 
 int main(void) {
