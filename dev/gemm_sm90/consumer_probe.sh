@@ -4,7 +4,9 @@
 # repository root of the lead's tree (the patch and this script are all it needs):
 #   LIMIT=285 bash dev/gemm_sm90/consumer_probe.sh; tar czf $OUT/logs.tgz -C /tmp/x .
 # (run with timeout_s 300). PATCH=dev/gemm_sm90/session10_consumer_diet_locate.patch measures the diet
-# plus the next tile's place found under the first k-block (README) instead of the diet alone. Trees: /tmp/base and /tmp/w are copies of this tree; the patch is applied
+# plus the next tile's place found under the first k-block (README) instead of the diet alone.
+# PATCH=dev/gemm_sm90/session10_epilogue.patch (session 10, h10c): the TMA epilogue's quad kinds (README);
+# dhash then also prints 9 lines of other epilogue kinds and NaN / infinity inputs, which must match too. Trees: /tmp/base and /tmp/w are copies of this tree; the patch is applied
 # to /tmp/w (or, if this tree already has it, reverted in /tmp/base). Both libraries build at once
 # (camel, test_gpu_gemm and camel_static for the new tree; camel and camel_static for base; the base
 # build niced). On the GPU, in turn: test_gpu_gemm (new) as soon as it is built; dhash (dhash.cu,
@@ -123,8 +125,12 @@ if [ $rn -eq 0 ] && [ $rb -eq 0 ]; then
             echo "dhash $v: not built ($(tail -2 $x/dhash_link_$v.log | tr '\n' ' '))" >>$x/summary.txt
         fi
     done
-    if [ -s $x/dhash_base.txt ] && cmp -s $x/dhash_base.txt $x/dhash_new.txt && [ "$(grep -c 'repeat ok' $x/dhash_new.txt)" = 15 ]; then
-        echo "D bitwise: the 15 GPT-2 hashes equal in base and new, repeats equal" | tee -a $x/summary.txt
+    nh=$(grep -c '^dhash' $x/dhash_new.txt 2>/dev/null)
+    if [ -s $x/dhash_base.txt ] && cmp -s $x/dhash_base.txt $x/dhash_new.txt && [ "${nh:-0}" -ge 15 ] &&
+        [ "$(grep -c 'repeat ok' $x/dhash_new.txt)" = "$nh" ]; then
+        echo "D bitwise: the $nh hashes (15 GPT-2, the rest epilogue kinds / NaN) equal in base and new, repeats equal" |
+            tee -a $x/summary.txt
+        grep '^dhash epi' $x/dhash_new.txt >>$x/summary.txt
     else
         echo "D bitwise: DIFFERENT or incomplete (see dhash_*.txt):" | tee -a $x/summary.txt
         diff $x/dhash_base.txt $x/dhash_new.txt | head -20 >>$x/summary.txt

@@ -4,8 +4,11 @@
  * dx NN, dw TN) it fills A and B with the same pseudo-random bf16 values in every build (a hash of
  * the element index, uniform in [-1, 1)), poisons D with 0xFF bytes (NaN), runs cml_gemm twice
  * (D must repeat bitwise within the build too), and prints one line: the case, the plan-independent
- * FNV-1a hash of D's bytes, and "repeat ok". Two builds whose kernels compute the same products in
- * the same order print the same hashes; any changed bit of any element changes its line.
+ * FNV-1a hash of D's bytes, and "repeat ok"; then 9 lines of the TMA epilogue's other kinds and
+ * of NaN / infinity in A on 2048 x 768 x 768 (session 10: the epilogue's quad kinds, with the
+ * counts of NaN and infinite elements of D and the NaN bit patterns seen). Two builds whose kernels
+ * compute the same products in the same order print the same lines; any changed bit of any element
+ * changes its line.
  *   nvcc -O2 -std=c++17 -arch=sm_90a -Iinclude dev/gemm_sm90/dhash.cu BUILD/src/libcamel.a -Xlinker OPENBLAS \
  *        -lz -lgomp -ldl -lrt -lpthread -o dhash      (OPENBLAS: CML_OPENBLAS_LIB of BUILD/CMakeCache.txt) */
 #include <stdint.h>
@@ -94,6 +97,70 @@ int main(void) {
             printf("dhash %-4s %-10s %5lldx%5lldx%5lld %016llx %s\n", cs[c].op, lin[i].name, (long long)cs[c].M,
                    (long long)cs[c].N, (long long)cs[c].K, (unsigned long long)h, same ? "repeat ok" : "REPEAT DIFFERS");
         }
+    }
+    /* The TMA epilogue's other kinds (cml__sm90_tma_epilogue), 2048 x 768 x 768 (NT): alpha != 1,
+     * f16 D, bias + ReLU/GELU; and NaN / infinity in A (a quiet NaN with a payload, a signalling
+     * NaN, +inf and -inf, and +inf with -inf in one row: inf - inf made by the tensor cores), so the
+     * rows of D they reach hold NaN and infinities, with alpha 1 (no multiply since session 10) and
+     * alpha != 1. Each line must be the same in both builds. */
+    const struct { const char *name; cml_dtype d; float alpha; cml_epilogue act; int bias, nan; } ep[] = {
+        {"bf16_a1.25", CML_BF16, 1.25f, CML_EPILOGUE_NONE, 0, 0},
+        {"f16_a1", CML_F16, 1.0f, CML_EPILOGUE_NONE, 0, 0},
+        {"f16_a-0.75", CML_F16, -0.75f, CML_EPILOGUE_NONE, 0, 0},
+        {"bf16_bias_gelu", CML_BF16, 1.0f, CML_EPILOGUE_GELU_TANH, 1, 0},
+        {"f16_rowbias_relu", CML_F16, 1.25f, CML_EPILOGUE_RELU, 2, 0},
+        {"bf16_a1_nan", CML_BF16, 1.0f, CML_EPILOGUE_NONE, 0, 1},
+        {"bf16_a1.25_nan", CML_BF16, 1.25f, CML_EPILOGUE_NONE, 0, 1},
+        {"f16_a1_nan", CML_F16, 1.0f, CML_EPILOGUE_NONE, 0, 1},
+        {"bf16_relu_nan", CML_BF16, 1.0f, CML_EPILOGUE_RELU, 0, 1}};
+    const int64_t EM = 2048, EN = 768, EK = 768;
+    uint16_t *A2;
+    CK(cudaMalloc(&A2, (size_t)EM * EK * 2));
+    CK(cudaMemcpy(A2, A, (size_t)EM * EK * 2, cudaMemcpyDeviceToDevice));
+    /* (row, k, bf16 bits): A is M x K row-major (op N) */
+    const struct { int64_t r, k; uint16_t v; } spec[] = {
+        {5, 7, 0x7FC1},    {300, 100, 0x7F81}, {1000, 3, 0xFF80},
+        {1500, 700, 0x7F80}, {1600, 10, 0x7F80}, {1600, 11, 0xFF80}};
+    for (size_t j = 0; j < sizeof spec / sizeof spec[0]; j++)
+        CK(cudaMemcpy(A2 + spec[j].r * EK + spec[j].k, &spec[j].v, 2, cudaMemcpyHostToDevice));
+    for (size_t c = 0; c < sizeof ep / sizeof ep[0]; c++) {
+        cml_gemm_desc d = cml_gemm_desc_init(CML_OP_N, CML_OP_T, EM, EN, EK, 1, CML_BF16, ep[c].d);
+        d.alpha = ep[c].alpha;
+        d.epilogue = ep[c].act;
+        d.bias = ep[c].bias ? (const void *)B : NULL; /* bias in D's dtype: B's first bits, the same in both builds */
+        d.bias_axis = ep[c].bias == 2 ? CML_BIAS_PER_ROW : CML_BIAS_PER_COLUMN;
+        const size_t bytes = (size_t)EM * EN * 2;
+        uint64_t h = 0;
+        for (int r = 0; r < 2; r++) {
+            CK(cudaMemsetAsync(D, 0xFF, bytes, st));
+            if (cml_gemm(ctx, &d, D, ep[c].nan ? A2 : A, B, NULL) != CML_OK || cml_ctx_synchronize(ctx) != CML_OK) {
+                fprintf(stderr, "dhash: cml_gemm %s: %s\n", ep[c].name, cml_last_error());
+                return 1;
+            }
+            CK(cudaMemcpy(r ? h2 : h1, D, bytes, cudaMemcpyDeviceToHost));
+            if (r == 0) h = fnv1a(h1, bytes);
+        }
+        const bool same = memcmp(h1, h2, bytes) == 0;
+        bad += !same;
+        /* NaN / infinite elements of D and the first two distinct NaN patterns (16-bit) */
+        const uint16_t exp_mask = ep[c].d == CML_BF16 ? 0x7F80 : 0x7C00, man_mask = ep[c].d == CML_BF16 ? 0x7F : 0x3FF;
+        long long nans = 0, infs = 0;
+        unsigned pat[2] = {0, 0};
+        for (size_t j = 0; j < (size_t)EM * EN; j++) {
+            uint16_t x;
+            memcpy(&x, h1 + 2 * j, 2);
+            if ((x & exp_mask) != exp_mask) continue;
+            if (!(x & man_mask)) {
+                infs++;
+                continue;
+            }
+            nans++;
+            if (!pat[0]) pat[0] = x;
+            else if (!pat[1] && x != pat[0]) pat[1] = x;
+        }
+        printf("dhash epi  %-18s %5lldx%5lldx%5lld %016llx nan %lld (%04x %04x) inf %lld %s\n", ep[c].name,
+               (long long)EM, (long long)EN, (long long)EK, (unsigned long long)h, nans, pat[0], pat[1], infs,
+               same ? "repeat ok" : "REPEAT DIFFERS");
     }
     cml_ctx_destroy(ctx);
     return bad ? 2 : 0;
