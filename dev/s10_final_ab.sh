@@ -32,7 +32,7 @@ c75() { echo "$(grep -oE '\(C75[0-9]+\)|[1-9][0-9]* bytes spill' $1 | sort | uni
 wait $pn; rn=$?
 say "new build rc=$rn at $(at); ptxas C75xx / spills: $(c75 $x/build_new.log)"
 [ $rn -eq 0 ] || tail -20 $x/build_new.log
-if grep -E 'att90_fwd|gemm' $x/build_new.log | grep -qE 'C7511|C7520|[1-9][0-9]* bytes spill'; then
+if grep -E 'att90_fwd|sm90' $x/build_new.log | grep -qE 'C7511|C7520|[1-9][0-9]* bytes spill'; then  # not gemm_f32's old 16 B
     say "new build: C7511 / C7520 / spill in the forward or GEMM kernels: no timing"; rn=9
 fi
 if [ $rn -eq 0 ]; then
