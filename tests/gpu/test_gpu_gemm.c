@@ -282,6 +282,32 @@ static void test_epilogues(void) {
                 }
 }
 
+/* The sm90 path's register epilogue with TMA stores takes 16-bit D with beta 0 and decides once a
+ * tile what a fragment becomes (cml__sm90_tma_epilogue): bf16 with alpha 1 (no multiply), bf16 or
+ * f16 scaled, or bias / ReLU / GELU. Each kind, with edge tiles, against the reference; on Hopper
+ * each must have run on the sm90 path. */
+static void test_tma_epilogues(void) {
+    static const cml_epilogue acts[] = {CML_EPILOGUE_NONE, CML_EPILOGUE_RELU, CML_EPILOGUE_GELU_TANH};
+    for (int o = 0; o < 2; o++)
+        for (int a = 0; a < 2; a++)
+            for (int act = 0; act < 3; act++)
+                for (int bias = 0; bias < 3; bias++) {
+                    if (under_sanitizer() && (act + bias) % 3 != 0) continue;
+                    gemm_case g = gemm_case_make(CML_OP_N, CML_OP_T, 200, 264, 136, 1);
+                    g.a_dtype = g.b_dtype = CML_BF16;
+                    g.d_dtype = o ? CML_F16 : CML_BF16;
+                    g.alpha = a ? -0.75f : 1.0f;
+                    g.epilogue = acts[act];
+                    g.bias = bias > 0;
+                    g.bias_axis = bias == 2 ? CML_BIAS_PER_ROW : CML_BIAS_PER_COLUMN;
+                    const int before = path_counts[0];
+                    run_case(&g, 1);
+                    if (cml__cuda_arch(0) == 90)
+                        CHECK_MSG(path_counts[0] == before + 1, "TMA epilogue case (D %s, alpha %g, act %d, bias %d) "
+                                  "did not run on sm90", cml_dtype_name(g.d_dtype), (double)g.alpha, act, bias);
+                }
+}
+
 static void test_scales(void) {
     static const cml_dtype ins[] = {CML_F8E4M3, CML_F8E5M2, CML_BF16, CML_F32};
     for (int i = 0; i < 4; i++)
@@ -623,6 +649,7 @@ int main(void) {
     RUN(test_shapes);
     RUN(test_dtypes);
     RUN(test_epilogues);
+    RUN(test_tma_epilogues);
     RUN(test_scales);
     RUN(test_batched_beta_k0);
     RUN(test_aux_round_trip);

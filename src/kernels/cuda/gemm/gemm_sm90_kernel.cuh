@@ -266,6 +266,60 @@ static __device__ __noinline__ uint2 cml__sm90_finish_quad(const cml__gemm_epi *
     return make_uint2(cml__sm90_pack2(bf, z[0], z[1]), cml__sm90_pack2(bf, z[2], z[3]));
 }
 
+/* What a fragment quad of the TMA epilogue becomes (cml__sm90_tma_epilogue), decided once a tile:
+ * the plain z = s * acc (no bias, no activation) into bf16 with s == 1 (GPT-2's GEMMs: no
+ * multiply), into bf16 with s != 1, into f16; or everything else (bias, ReLU/GELU) through
+ * cml__sm90_finish_quad. */
+enum { CML_SM90_Z_BF16 = 0, CML_SM90_Z_BF16_SCALED, CML_SM90_Z_F16_SCALED, CML_SM90_Z_FINISH };
+
+/* One round's blocks c0.. of the TMA epilogue into shared memory (stmatrix, 128-byte swizzle: see
+ * cml__sm90_tma_epilogue), each quad as Z (CML_SM90_Z_*) says: a compile-time choice, so a quad is
+ * its few conversions and one stmatrix, with no branch and no code of the other kinds. */
+template <int BN, int NBUF, int Z>
+static __device__ __forceinline__ void cml__sm90_stage_blocks(const cml__gemm_epi *e, const float *acc,
+                                                              uint8_t *blocks, int c0, int warp, int lane, int row0,
+                                                              int col0, float s) {
+    constexpr int NB = BN / CML_SM90_OUT_COLS;
+    /* the fragment quad a thread holds: rows frag_row and + 8; stmatrix: lane l addresses row
+     * l % 8 of matrix l / 8 (matrices 0, 1: rows 0-7, 8-15 of the warp's 16 at 8 columns;
+     * 2, 3: the same rows at the next 8 columns) */
+    const int frag_row = 16 * warp + lane / 4, mi = lane / 8, st_row = 16 * warp + lane % 8 + 8 * (mi & 1);
+    const uint32_t swz = (uint32_t)(st_row & 7);
+#pragma unroll
+    for (int c = c0; c < (c0 + NBUF < NB ? c0 + NBUF : NB); c++) {
+        const uint32_t row_addr = cml__smem_addr(blocks + (c - c0) * CML_SM90_OUT_BYTES + st_row * 128);
+#pragma unroll
+        for (int j = 0; j < CML_SM90_OUT_COLS / 16; j++) {
+#if CML_SM90_DEV_EPI == 3 /* dev only: the TMA stores without the staging writes (D gets stale bytes) */
+            break;
+#endif
+            const int q = c * (CML_SM90_OUT_COLS / 8) + 2 * j, r = 4 * q; /* quads q and q + 1 */
+            uint2 lo, hi;
+            if (Z == CML_SM90_Z_BF16) { /* s == 1: acc itself (cml__sm90_tma_epilogue says why exact) */
+                lo = make_uint2(cml__sm90_pack2(true, acc[r], acc[r + 1]),
+                                cml__sm90_pack2(true, acc[r + 2], acc[r + 3]));
+                hi = make_uint2(cml__sm90_pack2(true, acc[r + 4], acc[r + 5]),
+                                cml__sm90_pack2(true, acc[r + 6], acc[r + 7]));
+            } else if (Z == CML_SM90_Z_BF16_SCALED || Z == CML_SM90_Z_F16_SCALED) {
+                const bool bf = Z == CML_SM90_Z_BF16_SCALED;
+                lo = make_uint2(cml__sm90_pack2(bf, s * acc[r], s * acc[r + 1]),
+                                cml__sm90_pack2(bf, s * acc[r + 2], s * acc[r + 3]));
+                hi = make_uint2(cml__sm90_pack2(bf, s * acc[r + 4], s * acc[r + 5]),
+                                cml__sm90_pack2(bf, s * acc[r + 6], s * acc[r + 7]));
+            } else {
+                const long long m = (long long)row0 + frag_row, n = (long long)col0 + 8 * q + 2 * (lane % 4);
+                lo = cml__sm90_finish_quad(e, s, acc[r], acc[r + 1], acc[r + 2], acc[r + 3], m, n);
+                hi = cml__sm90_finish_quad(e, s, acc[r + 4], acc[r + 5], acc[r + 6], acc[r + 7], m, n + 8);
+            }
+            /* 16-byte chunk 2j (+1 for matrices 2, 3) of the row, XOR the row's index in its 8-row atom */
+            const uint32_t a = row_addr + ((((uint32_t)(2 * j + (mi >> 1))) ^ swz) << 4);
+            asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(a), "r"(lo.x),
+                         "r"(lo.y), "r"(hi.x), "r"(hi.y)
+                         : "memory");
+        }
+    }
+}
+
 /* Stores this consumer's finished 64 x BN block of D (rows row0.., columns col0..) from the
  * accumulators, 64 columns a block: the values go (in D's dtype) into shared memory in the
  * 128-byte swizzle by stmatrix (four 8 x 8 matrices of 16-bit values a warp instruction), then
@@ -275,7 +329,17 @@ static __device__ __noinline__ uint2 cml__sm90_finish_quad(const cml__gemm_epi *
  * epilogue runs while the tensor cores idle (on 8192 x 768 x 768 the tile's epilogue costs
  * about as much as a third of its main loop: dev/gemm_sm90/README.md, session 5). Rows and
  * columns outside D are dropped by TMA. The host takes this path only for z = alpha * sa * sb
- * * acc (+ bias) with ReLU/GELU or none, and 16-bit D (cml__sm90_tma_store_ok). */
+ * * acc (+ bias) with ReLU/GELU or none, and 16-bit D (cml__sm90_tma_store_ok).
+ * What a quad becomes (CML_SM90_Z_*) is decided once, before the rounds; a round takes one branch
+ * to its copy of the staging code (one copy of the whole round loop per kind instead cost the
+ * k-block loop its uniform registers: 41 -> 57 instructions, dev/gemm_sm90/README.md, session 10).
+ * With s == 1, bf16 stores cvt(acc) instead of
+ * cvt(1.0f * acc), the same bits: x * 1.0f == x exactly for every x that is not NaN (this library
+ * is built without flush to zero, so subnormals stay), and the accumulators never hold a
+ * signalling NaN (the one input a multiply by 1 would change, by quieting it): they are results of
+ * the tensor cores' arithmetic (wgmma from zero) or of the split-K gather's adds, and arithmetic
+ * returns only quiet NaNs (the canonical one on this hardware), which the multiply passes through;
+ * the conversion then sees the same bits either way. */
 template <int BN, int NBUF>
 static __device__ __forceinline__ void cml__sm90_tma_epilogue(const cml__gemm_epi *e, const CUtensorMap *map_d,
                                                               const float *acc, uint8_t *blocks, int consumer,
@@ -285,43 +349,22 @@ static __device__ __forceinline__ void cml__sm90_tma_epilogue(const cml__gemm_ep
     float s = e->alpha;
     if (e->a_scale_mode == CML_SCALE_TENSOR) s *= e->a_scale[0];
     if (e->b_scale_mode == CML_SCALE_TENSOR) s *= e->b_scale[0];
-    const bool bf = e->d_dtype == CML_BF16, scale_only = !e->bias && e->act == CML_EPILOGUE_NONE;
-    /* the fragment quad a thread holds: rows frag_row and + 8; stmatrix: lane l addresses row
-     * l % 8 of matrix l / 8 (matrices 0, 1: rows 0-7, 8-15 of the warp's 16 at 8 columns;
-     * 2, 3: the same rows at the next 8 columns) */
-    const int frag_row = 16 * warp + lane / 4, mi = lane / 8, st_row = 16 * warp + lane % 8 + 8 * (mi & 1);
-    const uint32_t swz = (uint32_t)(st_row & 7);
+    /* flags, not a kind number (which ptxas turns into a jump table: a constant load a round); the
+     * GPT-2 kind first, so that a round's staging is one test away */
+    const bool finish = e->bias || e->act != CML_EPILOGUE_NONE, f16 = e->d_dtype != CML_BF16;
+    const bool copy = !finish && !f16 && s == 1.0f;
 #pragma unroll
     for (int c0 = 0; c0 < NB; c0 += NBUF) {
         if (leader) cml__bulk_wait_read<0>(); /* every earlier store is done reading its block */
         cml__sm90_consumer_sync(consumer);
-#pragma unroll
-        for (int c = c0; c < (c0 + NBUF < NB ? c0 + NBUF : NB); c++) {
-            const uint32_t row_addr = cml__smem_addr(blocks + (c - c0) * CML_SM90_OUT_BYTES + st_row * 128);
-#pragma unroll
-            for (int j = 0; j < CML_SM90_OUT_COLS / 16; j++) {
-#if CML_SM90_DEV_EPI == 3 /* dev only: the TMA stores without the staging writes (D gets stale bytes) */
-                break;
-#endif
-                const int q = c * (CML_SM90_OUT_COLS / 8) + 2 * j, r = 4 * q; /* quads q and q + 1 */
-                uint2 lo, hi;
-                if (scale_only) {
-                    lo = make_uint2(cml__sm90_pack2(bf, s * acc[r], s * acc[r + 1]),
-                                    cml__sm90_pack2(bf, s * acc[r + 2], s * acc[r + 3]));
-                    hi = make_uint2(cml__sm90_pack2(bf, s * acc[r + 4], s * acc[r + 5]),
-                                    cml__sm90_pack2(bf, s * acc[r + 6], s * acc[r + 7]));
-                } else {
-                    const long long m = (long long)row0 + frag_row, n = (long long)col0 + 8 * q + 2 * (lane % 4);
-                    lo = cml__sm90_finish_quad(e, s, acc[r], acc[r + 1], acc[r + 2], acc[r + 3], m, n);
-                    hi = cml__sm90_finish_quad(e, s, acc[r + 4], acc[r + 5], acc[r + 6], acc[r + 7], m, n + 8);
-                }
-                /* 16-byte chunk 2j (+1 for matrices 2, 3) of the row, XOR the row's index in its 8-row atom */
-                const uint32_t a = row_addr + ((((uint32_t)(2 * j + (mi >> 1))) ^ swz) << 4);
-                asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(a), "r"(lo.x),
-                             "r"(lo.y), "r"(hi.x), "r"(hi.y)
-                             : "memory");
-            }
-        }
+        if (copy)
+            cml__sm90_stage_blocks<BN, NBUF, CML_SM90_Z_BF16>(e, acc, blocks, c0, warp, lane, row0, col0, s);
+        else if (finish)
+            cml__sm90_stage_blocks<BN, NBUF, CML_SM90_Z_FINISH>(e, acc, blocks, c0, warp, lane, row0, col0, s);
+        else if (f16)
+            cml__sm90_stage_blocks<BN, NBUF, CML_SM90_Z_F16_SCALED>(e, acc, blocks, c0, warp, lane, row0, col0, s);
+        else
+            cml__sm90_stage_blocks<BN, NBUF, CML_SM90_Z_BF16_SCALED>(e, acc, blocks, c0, warp, lane, row0, col0, s);
         cml__fence_proxy_async_smem();
         cml__sm90_consumer_sync(consumer);
 #if CML_SM90_DEV_EPI != 2 /* dev only (2): the staging writes without the TMA stores */
