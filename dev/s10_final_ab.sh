@@ -1,5 +1,7 @@
 #!/bin/bash
 # Session 10's last device call: up to two small patches against the unmodified tree, in ONE call.
+# (Session 10, after the call: the GEMM epilogue patch landed in 04cd907 and the attention order patch was
+# replaced by s10_order256_causal.patch; both patch files are gone, so this script is a record of the call.)
 #   dev/attention_sm90/s10_order256.patch  the D = 256 causal forward in the longest-first order across
 #                                          groups of heads (as D = 128's); D = 64 / 128 SASS unchanged
 #   dev/gemm_sm90/session10_epilogue.patch the sm90 GEMM's TMA epilogue diet (helper h10c), if present
