@@ -31,6 +31,7 @@ SHAPES = [
     (3, 1000, 1500, 8, 2, 128, True),     # S_q < S_kv, GQA
     (2, 1500, 1000, 8, 8, 64, True),      # S_q > S_kv (rows without keys)
     (3, 777, 777, 5, 5, 64, True), (1, 2080, 2080, 4, 4, 128, False),
+    (2, 1000, 1064, 8, 8, 64, True),      # S_kv - S_q = 64: the 128-row tiles ran extra masked key tiles
 ]
 
 

@@ -110,7 +110,8 @@ cml_status cml_fill(cml_ctx *ctx, void *y, const cml_layout *y_layout, cml_dtype
  * read by the kernel (so a scale computed on the device needs no host round trip);
  * NULL means 1. amax, when not NULL, is one f32 on the device set to max |x| over
  * the input before scaling (NaN if any x is NaN, 0 when n == 0), for delayed scaling;
- * it is reduced in a fixed order without atomics. y must not overlap x. */
+ * it is exact and the same for any grid (an integer atomic max on the bits of |x|,
+ * which order like the values). y must not overlap x. */
 cml_status cml_convert_scaled(cml_ctx *ctx, void *y, cml_dtype y_dtype, const void *x, cml_dtype x_dtype,
                               int64_t n, const float *scale, float *amax);
 

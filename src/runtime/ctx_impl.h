@@ -12,7 +12,8 @@ struct cml_ctx {
     size_t workspace_size;
     void *zeroed; /* CUDA: device words that each kernel using them leaves 0 when it ends (the arrival
                      counters of split reductions and split-K GEMMs; cml__cuda_zeroed): set to 0 once
-                     when allocated, never memset per call; NULL until first needed */
+                     when allocated, never memset per call; NULL until first needed. Safe because a
+                     context's kernels run one at a time on its one stream (no two launches share them) */
     size_t zeroed_size;
     struct cml__index_errors *index_errors; /* CUDA: bad indices found on the device, reported at the next wait
                                                (runtime/cuda_index_check.c); NULL on the CPU */

@@ -391,6 +391,9 @@ static void test_layouts(void) {
 static const shape SM90_SHAPES[] = {
     {1, 2, 2, 1, 1, 128},     {2, 4, 2, 77, 77, 64},    {1, 4, 1, 1000, 1000, 128}, {2, 2, 2, 77, 300, 128},
     {1, 4, 2, 300, 77, 64},   {1, 2, 2, 1000, 1000, 256}, {1, 2, 1, 129, 1025, 256}, {3, 2, 1, 513, 513, 128},
+    /* D = 64 (192-row tiles) with S_kv > S_q over several key tiles: causal consumers end their key
+     * loops at different tiles (session-10 review) */
+    {2, 2, 1, 77, 300, 64},   {1, 2, 2, 200, 1000, 64},
     {1, 1, 1, 4097, 4097, 64}, /* causal only */
 };
 enum { N_SM90_SHAPES = sizeof SM90_SHAPES / sizeof SM90_SHAPES[0] };

@@ -30,7 +30,7 @@
 #include "kernels/cuda/common/hopper.cuh"
 #include "kernels/cuda/common/wgmma_ops.cuh"
 
-#define CML_ATT90_BM 128 /* query rows per CTA: two consumers of 64 */
+#define CML_ATT90_BM 128 /* query rows of a 2-consumer tile (D = 128 / 256; D = 64: 64 x NC = 192) */
 #define CML_ATT90_THREADS 384
 #define CML_ATT90_PRODUCER_REGS 24
 #define CML_ATT90_CONSUMER_REGS 240
@@ -469,8 +469,10 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
  * turns for its softmax: at D = 64 the exp takes as long as the GEMMs), and every K / V tile
  * loaded serves 192 rows instead of 128. A consumer computes only the key tiles its own rows
  * see (a 192-row causal tile reaches further than its first consumers' rows; rows past S_q see
- * none): the same key tiles, in the same order, as its rows had in the 128-row tiles, and any
- * extra one is fully masked (P = 0 exactly, maxima unchanged): O and lse are bitwise the same. */
+ * none). Bitwise the same O and lse as the 128-row tiles gave, except where a 128-row tile ran a
+ * consumer's rows through a key tile fully masked for them (causal, S_q > S_kv, or S_kv - S_q not a
+ * multiple of 128): such a tile is not an exact no-op -- its correction ex2(m s - base) is an FFMA
+ * of the rounding error, 1 +- 1 ulp -- and this kernel skips it (1-2 ulps, session 10 README). */
 #define CML_ATT90_P_THREADS(NC) (128 * ((NC) + 1))
 #define CML_ATT90_P_CONSUMER_REGS(NC) ((NC) == 2 ? CML_ATT90_CONSUMER_REGS : 160)
 template <int D, int BN, int STAGES, int SEP_O, int NC = 2>
