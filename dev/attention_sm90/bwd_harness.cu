@@ -150,7 +150,8 @@ typedef struct variant {
  * D = 256's lib / new / dq2w / dq2wp) are in git history at 60fa81e (D = 64 / 128) and 00b8e0c
  * (D = 256). SET=1: with EXITT (CTA start / exit times: the idle tail, plan candidate 3's
  * measurement); SET=2: with PROF (phase profile; at D = 256 the dQ writers' only: its consumers
- * record none). The session-8 candidates (FUSEDQ, QDWARP) and their lists are in s8_fusedq.patch;
+ * record none); SET=3 (session 10, h10d): lib / unord / spin in turns (the order's cost now; VAR SPIN).
+ * The session-8 candidates (FUSEDQ, QDWARP) and their lists are in s8_fusedq.patch;
  * earlier lists in git history (session 7: 475ee1f, c48252a). REPS=n: medians of n; CAUSAL=0 / 1:
  * perf without / with the mask only. */
 #if HD == 128
@@ -172,6 +173,14 @@ static const variant VARIANTS[] = {
 #elif SET == 2
     {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0},
     {"lib prof", LIB_MAIN(CML_ATT90B_V_PROF), 0, 1, LIB_HG, 0},
+#elif SET == 3
+    /* session 10 (h10d): what the dQ key-block order costs NOW (h9b's unord was measured before D = 256's two
+     * writers per buffer); unord adds without order: NOT deterministic, timing only */
+    {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0},
+    {"unord", LIB_MAIN(CML_ATT90B_V_UNORDERED), 1, 0, LIB_HG, 0},
+    {"lib (2)", LIB_MAIN(0), 0, 0, LIB_HG, 0},
+    {"unord (2)", LIB_MAIN(CML_ATT90B_V_UNORDERED), 1, 0, LIB_HG, 0},
+    {"spin", LIB_MAIN(CML_ATT90B_V_SPIN), 0, 0, LIB_HG, 0}, /* deterministic: bitwise equal to lib */
 #else
     {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0, 0},
     {"lib (2)", LIB_MAIN(0), 0, 0, LIB_HG, 0, 0},

@@ -103,6 +103,9 @@ typedef struct cml__att90b_params {
  *              hand-off), except on a tile's last step (K, V stay until its own dQ product);
  *   EXITT:     (session 8; D = 256 too since session 9) %globaltimer at CTA start and at each
  *              consumer's exit into p.prof[64 blockIdx + 60 .. 62]: how long SMs idle in the kernel's tail.
+ *   SPIN:      (session 10, h10d) the dQ writers poll their semaphore with relaxed loads and no sleep, one
+ *              acquire fence once it holds their rank (today: an acquire load and a 32 ns sleep a poll): does
+ *              seeing the previous key block's release sooner shorten the order wait? Same adds, same order.
  * The consumer step's "instruction diet" (session 8, part 3; measured and made the only code path in
  * session 9, D = 256's kernel too, dev/attention_sm90/README.md): the producer hands each step
  * {semaphore index, j0, m, flags | mask} over (no runtime division in the consumers' step; (b, hk)
@@ -115,7 +118,13 @@ typedef struct cml__att90b_params {
  * Session 7 also measured FlashAttention-3's intra-warpgroup overlap (S^T and dP^T as two groups,
  * the deferred dQ product first) and no ping-pong as variants here: none was faster
  * (dev/attention_sm90/README.md, session 7; their code is in git history at 475ee1f). */
-enum { CML_ATT90B_V_PROF = 1, CML_ATT90B_V_UNORDERED = 2, CML_ATT90B_V_EARLYREL = 32, CML_ATT90B_V_EXITT = 256 };
+enum {
+    CML_ATT90B_V_PROF = 1,
+    CML_ATT90B_V_UNORDERED = 2,
+    CML_ATT90B_V_EARLYREL = 32,
+    CML_ATT90B_V_EXITT = 256,
+    CML_ATT90B_V_SPIN = 512
+};
 
 /* Phase timer (VAR & PROF): lap(slot) adds the cycles since the last lap to counter slot. */
 template <int VAR>
@@ -217,6 +226,16 @@ static __device__ __forceinline__ int cml__att90b_ld_acquire(const int *p) {
     int v;
     asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
+}
+/* VAR SPIN's poll: a relaxed load per try, then one acquire fence (a strong read followed by fence.acq_rel is
+ * an acquire pattern of the PTX memory model: the key block's release synchronizes with it). */
+static __device__ __forceinline__ int cml__att90b_ld_relaxed(const int *p) {
+    int v;
+    asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+static __device__ __forceinline__ void cml__att90b_fence_acq_rel(void) {
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
 }
 static __device__ __forceinline__ void cml__att90b_red_release(int *p, int v) {
     asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
@@ -531,7 +550,12 @@ static __device__ __forceinline__ void cml__att90b_write_dq(const cml__att90b_pa
             cml__mbar_arrive(&dq_empty[qb]);
             continue;
         }
-        while (cml__att90b_ld_acquire(sem) != mt.y) __nanosleep(32); /* key blocks 0 .. rank-1 have added */
+        if (VAR & CML_ATT90B_V_SPIN) { /* dev: poll without sleep (see the VAR list) */
+            while (cml__att90b_ld_relaxed(sem) != mt.y) {
+            }
+            cml__att90b_fence_acq_rel();
+        } else
+            while (cml__att90b_ld_acquire(sem) != mt.y) __nanosleep(32); /* key blocks 0 .. rank-1 have added */
         pf.lap(ps + 1);
         cml__fence_proxy_async_global();
         if (mt.y == 0) cml__bulk_store(dst, src, sm::dq_bytes);
