@@ -17,12 +17,7 @@
 # wait is >= 1/3 of a step, the pair plan stands. DRY=1: only the summary, on logs already in $X.
 X=${X:-/tmp/x}
 mkdir -p $X
-# The harness needs VAR SPIN (s10d_spin.patch, src only): a tree without it is copied to $W and patched there.
-if ! grep -q CML_ATT90B_V_SPIN src/kernels/cuda/attention/attention_bwd_sm90.cuh; then
-  W=${W:-/tmp/w10d}
-  rm -rf $W && mkdir -p $W && cp -r src include dev $W/ && cd $W &&
-    git apply dev/attention_sm90/s10d_spin.patch && echo "patched copy $W" > $X/tree.txt || { echo "patch failed"; exit 1; }
-fi
+# The harness needs VAR SPIN (merged into the library source in session 10; SASS of the library unchanged).
 mkdir -p build-att
 DEADLINE=${DEADLINE:-280}
 STEP_MIN=${STEP_MIN:-15}
