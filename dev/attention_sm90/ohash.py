@@ -32,6 +32,9 @@ SHAPES = [
     (2, 1500, 1000, 8, 8, 64, True),      # S_q > S_kv (rows without keys)
     (3, 777, 777, 5, 5, 64, True), (1, 2080, 2080, 4, 4, 128, False),
     (2, 1000, 1064, 8, 8, 64, True),      # S_kv - S_q = 64: the 128-row tiles ran extra masked key tiles
+    (1, 8192, 8192, 8, 8, 256, True),     # D = 256 causal: head groups (session 11's order patch)
+    (2, 2047, 2047, 5, 5, 256, True), (2, 2048, 2048, 8, 8, 256, False),
+    (3, 1000, 1500, 8, 2, 256, True),     # D = 256, S_q < S_kv, GQA
 ]
 
 
