@@ -34,6 +34,7 @@ step() { # step NAME MAX CMD...: CMD under min(MAX, time left), logged to $X/NAM
 if [ -z "$DRY" ]; then
   nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,driver_version,temperature.gpu --format=csv > $X/gpu.txt 2>&1
   for s in 2 3; do
+    [ -n "${SKIP_BUILD:-}" ] && [ -x build-att/h10d_$s ] && continue  # built by the caller (dev/s11_first.sh)
     (timeout 150 nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Isrc -Xptxas=-v -DHD=256 \
       -DSET=$s dev/attention_sm90/bwd_harness.cu -lcuda -o build-att/h10d_$s > $X/nvcc$s.txt 2>&1
      echo "SET=$s built rc=$? at ${SECONDS}s" >> $X/nvcc$s.txt) &
