@@ -90,4 +90,4 @@ PY
     fi
 fi
 say "done at $(at)"
-cat $x/summary.txt
+cat $x/summary.txt; [ -f $x/s10d_summary.txt ] && tail -45 $x/s10d_summary.txt
