@@ -150,7 +150,8 @@ typedef struct variant {
  * D = 256's lib / new / dq2w / dq2wp) are in git history at 60fa81e (D = 64 / 128) and 00b8e0c
  * (D = 256). SET=1: with EXITT (CTA start / exit times: the idle tail, plan candidate 3's
  * measurement); SET=2: with PROF (phase profile; at D = 256 the dQ writers' only: its consumers
- * record none); SET=3 (session 10, h10d): lib / unord / spin in turns (the order's cost now; VAR SPIN).
+ * record none); SET=3 (session 10, h10d): lib / unord / spin in turns (the order's cost now; VAR SPIN);
+ * SET=4 (session 11): lib / prepoll / longer poll sleeps; SET=5: PREPOLL's writer profile.
  * The session-8 candidates (FUSEDQ, QDWARP) and their lists are in s8_fusedq.patch;
  * earlier lists in git history (session 7: 475ee1f, c48252a). REPS=n: medians of n; CAUSAL=0 / 1:
  * perf without / with the mask only. */
@@ -181,6 +182,19 @@ static const variant VARIANTS[] = {
     {"lib (2)", LIB_MAIN(0), 0, 0, LIB_HG, 0},
     {"unord (2)", LIB_MAIN(CML_ATT90B_V_UNORDERED), 1, 0, LIB_HG, 0},
     {"spin", LIB_MAIN(CML_ATT90B_V_SPIN), 0, 0, LIB_HG, 0}, /* deterministic: bitwise equal to lib */
+#elif SET == 4
+    /* session 11: the dQ writers' turn waited before the partial is ready (PREPOLL, D = 256) and longer sleeps
+     * between polls; all deterministic: bitwise equal to lib */
+    {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0},
+    {"prepoll", LIB_MAIN(CML_ATT90B_V_PREPOLL), 0, 0, LIB_HG, 0},
+    {"sleep64", LIB_MAIN(CML_ATT90B_V_SLEEP2), 0, 0, LIB_HG, 0},
+    {"sleep256", LIB_MAIN(CML_ATT90B_V_SLEEP8), 0, 0, LIB_HG, 0},
+    {"lib (2)", LIB_MAIN(0), 0, 0, LIB_HG, 0},
+    {"prepoll (2)", LIB_MAIN(CML_ATT90B_V_PREPOLL), 0, 0, LIB_HG, 0},
+    {"pp128", LIB_MAIN(CML_ATT90B_V_PREPOLL | CML_ATT90B_V_SLEEP4), 0, 0, LIB_HG, 0},
+#elif SET == 5
+    {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0},
+    {"prepoll prof", LIB_MAIN(CML_ATT90B_V_PREPOLL | CML_ATT90B_V_PROF), 0, 1, LIB_HG, 0},
 #else
     {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0, 0},
     {"lib (2)", LIB_MAIN(0), 0, 0, LIB_HG, 0, 0},
