@@ -1,6 +1,6 @@
 #!/bin/bash
 # Session 11, device call 1: session 10's untested HEAD + the D = 256 causal forward order patch, in ONE call.
-#   base = this tree (HEAD), new = a copy with dev/attention_sm90/s10_order256_causal.patch applied.
+#   base = this tree (HEAD), new = a copy with dev/attention_sm90/s11_order256.patch applied.
 #   Both built at once (sm_90a, -Werror; new: every target, kept in build-s11n for call 2's ctest),
 #   ohash (O / lse bits base vs new, D = 64 / 128 / 256 shapes), then base / new in turns: attention D = 256
 #   forward causal + full 2k-16k, and fwd+bwd causal 4k / 8k, ROUNDS rounds; summary printed last.
@@ -15,7 +15,7 @@ say() { echo "$*" | tee -a $x/summary.txt; }
 tar cf - --exclude='./build*' --exclude=./.git . | tar xf - -C $W
 # W lies outside the repository: `git apply` run in a subdirectory of a repository skips (silently) every
 # path outside that subdirectory -- session 11's first call ran base against base that way.
-R=$(pwd); (cd $W && git apply $R/dev/attention_sm90/s10_order256_causal.patch) && grep -q 'int GROUPED = 0' $W/src/kernels/cuda/attention/attention_fwd_sm90.cuh &&
+R=$(pwd); (cd $W && git apply $R/dev/attention_sm90/s11_order256.patch) && grep -q 'int GROUPED = 0' $W/src/kernels/cuda/attention/attention_fwd_sm90.cuh &&
     say "patch applied (checked in the source)" || { say "patch does not apply"; exit 1; }
 cfg="-G Ninja -DCML_CUDA=ON -DCML_WERROR=ON -DCMAKE_CUDA_ARCHITECTURES=90a"
 (cmake -S $W -B $BN $cfg >/dev/null && timeout 330 cmake --build $BN -j16) >$x/build_new.log 2>&1 &
@@ -55,7 +55,7 @@ if [ $rn -eq 0 ] && [ $rb -eq 0 ]; then
             (cd bench && timeout 70 python3 attention_side_by_side.py --lib ../$d/src/libcamel.so --d 256 --ops fwd --causal both \
                 --s 2048,4096,8192,16384 --reps 10) >$x/att_${v}_$round.txt 2>&1
             (cd bench && timeout 60 python3 attention_side_by_side.py --lib ../$d/src/libcamel.so --d 256 --ops fwd_bwd --causal yes \
-                --s 4096,8192 --reps 10) >$x/attfb_${v}_$round.txt 2>&1
+                --s 2048,4096,8192 --reps 10) >$x/attfb_${v}_$round.txt 2>&1
         done
         say "round $round done at $(at)"; round=$((round + 1))
     done
@@ -83,6 +83,13 @@ for pre, op in (("att", "fwd"), ("attfb", "fwd_bwd")):
         cb = " ".join(f"{data[('base', r)][k][0] / data[('base', r)][k][1]:.3f}" for r in rounds if k in data.get(("base", r), {}))
         print(f"  {str(k):16s} " + " ".join(f"{v:.3f}" for v in q) + f" ({m:.3f})  new/cuDNN {cn}  base/cuDNN {cb}")
 PY
+    (CML_TEST_SANITIZER=1 timeout 120 $BN/tests/test_gpu_attention) >$x/att_sanmode.log 2>&1
+    say "test_gpu_attention (new) in the sanitizer's short sweep, no tool: rc=$? $(grep -E 'tests passed|FAIL' $x/att_sanmode.log | tail -2 | tr '\n' ' ')"
+    s=$(($(left) - 5))
+    if [ $s -gt 40 ]; then
+        (CML_TEST_SANITIZER=1 CML_TEST_ONLY=test_sm90_fwd timeout $s compute-sanitizer --tool racecheck --error-exitcode 9 $BN/tests/test_gpu_attention) >$x/racecheck_att.log 2>&1
+        say "racecheck test_gpu_attention test_sm90_fwd (new) rc=$? (box $s s): $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|ok |FAIL' $x/racecheck_att.log | tail -3 | tr '\n' ' ')"
+    fi
     if [ -n "${WITH_S10D:-}" ]; then
         wait
         SKIP_BUILD=1 X=$x/s10d DEADLINE=$(($(left) - 5)) bash dev/attention_sm90/run_s10d.sh > $x/s10d_summary.txt 2>&1
