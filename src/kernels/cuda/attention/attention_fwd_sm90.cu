@@ -104,7 +104,9 @@ template <int DT, int D> struct att90_launcher<DT, D, 0> {
         typedef att90_cfg<D> cfg;
         typedef cml__att90_smem<D, cfg::BN, cfg::STAGES> sm;
         static_assert(cfg::NC == 2, "the one-tile-per-CTA kernel has two consumers: 128-row tiles");
-        auto kern = cml__att90_fwd_kernel<DT, D, cfg::BN, cfg::STAGES, 1, 1, 1>;
+        /* the grouped order only where it differs from head by head (a group of one head is base's order) */
+        auto kern = p.causal && p.head_group >= 2 ? cml__att90_fwd_kernel<DT, D, cfg::BN, cfg::STAGES, 1, 1, 1, 1>
+                                                  : cml__att90_fwd_kernel<DT, D, cfg::BN, cfg::STAGES, 1, 1, 1, 0>;
         CML_CUDA_TRY(att90_fn, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm::total));
         const unsigned grid = (unsigned)p.total_tiles;
         kern<<<grid, CML_ATT90_THREADS, sm::total, cml__stream(ctx)>>>(maps[0], maps[1], maps[2], maps[3], p);
@@ -144,10 +146,10 @@ extern "C" cml_status cml__attention_fwd_sm90(cml_ctx *ctx, const cml_attention_
     p.total_tiles = (int)(p.q_tiles * d->B * d->H_q);
     p.scale_log2 = d->scale * CML_ATTN_LOG2E;
     p.lse = lse;
-    /* D = 128 only: at D = 64 the same order measured 0.97-0.98x full and 0.99x causal at 2k (the
-     * kernel's code changes though full attention never takes the branch), so its kernels compile
-     * without it (cml__att90_decode's GROUPED) */
-    if (d->causal && D == 128) { /* longest query tiles first across heads whose K / V (per query head) fit the budget */
+    /* D = 128 and 256 only: at D = 64 the same order measured 0.97-0.98x full and 0.99x causal at 2k
+     * (the kernel's code changes though full attention never takes the branch), so its kernels compile
+     * without it (cml__att90_decode's GROUPED); D = 256 runs it in a kernel of its own (GROUPED) */
+    if (d->causal && D >= 128) { /* longest query tiles first across heads whose K / V (per query head) fit the budget */
         const double kv_per_head = (double)d->S_kv * D * 2 * 2 * (double)d->H_kv / (double)d->H_q;
         const double g = (double)CML_ATT90_GROUP_MIB * 1048576.0 / kv_per_head;
         const int64_t pairs = d->B * d->H_q;

@@ -46,8 +46,9 @@ typedef struct cml__att90_params {
     long long o_sb, o_ss, o_sh;
     int total_tiles;  /* persistent kernel: q_tiles * B * Hq */
     int *tile_counter; /* persistent kernel: zero before the launch; tiles past gridDim.x are taken from it */
-    int head_group;    /* persistent kernel, causal: > 0 orders the work tiles longest first across groups of
-                          this many (batch, head) pairs (cml__att90_decode); 0: head by head */
+    int head_group;    /* causal: > 0 orders the work tiles longest first across groups of this many (batch,
+                          head) pairs (cml__att90_group_order; the one-tile kernel: GROUPED = 1 only); 0: head
+                          by head */
 } cml__att90_params;
 
 /* Host side, shared by the forward and backward launchers (attention_fwd_sm90.cu): the 4-D map
@@ -238,7 +239,18 @@ static __device__ __forceinline__ void cml__att90_rescale(float *o, const float 
     }
 }
 
-template <int DT, int D, int BN, int STAGES, int INTRA, int PINGPONG, int TSTORE>
+/* The causal work order across heads (p.causal, p.head_group > 0): groups of head_group (batch, head)
+ * pairs, one after the other (their K / V stay in L2 while the group runs); inside a group the longest
+ * query tile of every pair, then the next longest: the CTAs that claim the last tiles of the launch get
+ * the shortest ones, so the tail is short. Work tile -> (query tile counted from the longest, pair). */
+static __device__ __forceinline__ void cml__att90_group_order(const cml__att90_params &p, int tile, int &t_lin, int &bh) {
+    const int per_group = p.head_group * p.q_tiles, g = tile / per_group, rem = tile - g * per_group;
+    const int pairs = min(p.head_group, p.total_tiles / p.q_tiles - g * p.head_group);
+    t_lin = rem / pairs;
+    bh = g * p.head_group + (rem - t_lin * pairs);
+}
+
+template <int DT, int D, int BN, int STAGES, int INTRA, int PINGPONG, int TSTORE, int GROUPED = 0>
 static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
     cml__att90_fwd_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                           const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o,
@@ -255,8 +267,12 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
     uint64_t *k_full = q_full + 1, *v_full = k_full + STAGES;
     uint64_t *k_empty = v_full + STAGES, *v_empty = k_empty + STAGES;
 
-    /* longest causal tiles first */
-    const int t_lin = blockIdx.x % p.q_tiles, bh = blockIdx.x / p.q_tiles;
+    /* longest causal tiles first (GROUPED: across groups of p.head_group heads). GROUPED = 0 is the
+     * kernel as it was before session 11, SASS for SASS: with the tile arithmetic in a function (session
+     * 10) ptxas kept the key loop's wgmma descriptors and mask bound in other registers, 17 more
+     * instructions a key tile and 5% slower (session 11, dev/attention_sm90/README.md) */
+    int t_lin = blockIdx.x % p.q_tiles, bh = blockIdx.x / p.q_tiles;
+    if (GROUPED && p.causal && p.head_group > 0) cml__att90_group_order(p, blockIdx.x, t_lin, bh);
     const int qt = p.causal ? p.q_tiles - 1 - t_lin : t_lin;
     const int q0 = qt * BM, b = bh / p.Hq, h = bh % p.Hq, hk = h / p.group;
     const int off = p.Sk - p.Sq; /* causal: row i sees keys j <= i + off */
@@ -494,16 +510,8 @@ template <int BN, int GROUPED, int BM = CML_ATT90_BM>
 static __device__ __forceinline__ cml__att90_tile cml__att90_decode(const cml__att90_params &p, int tile) {
     cml__att90_tile t;
     int t_lin = tile % p.q_tiles, bh = tile / p.q_tiles;
-    if (GROUPED && p.causal && p.head_group > 0) {
-        /* groups of head_group (batch, head) pairs, one after the other (their K / V stay in L2 while
-         * the group runs); inside a group the longest query tile of every pair, then the next longest:
-         * the CTAs that claim the last tiles of the launch get the shortest ones, so the tail is short.
-         * Only the tile -> coordinates map changes (once per work tile, outside the consumer's key loop) */
-        const int per_group = p.head_group * p.q_tiles, g = tile / per_group, rem = tile - g * per_group;
-        const int pairs = min(p.head_group, p.total_tiles / p.q_tiles - g * p.head_group);
-        t_lin = rem / pairs;
-        bh = g * p.head_group + (rem - t_lin * pairs);
-    }
+    /* only the tile -> coordinates map changes (once per work tile, outside the consumer's key loop) */
+    if (GROUPED && p.causal && p.head_group > 0) cml__att90_group_order(p, tile, t_lin, bh);
     const int qt = p.causal ? p.q_tiles - 1 - t_lin : t_lin;
     t.q0 = qt * BM;
     t.b = bh / p.Hq;
