@@ -195,6 +195,11 @@ static const variant VARIANTS[] = {
 #elif SET == 5
     {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0},
     {"prepoll prof", LIB_MAIN(CML_ATT90B_V_PREPOLL | CML_ATT90B_V_PROF), 0, 1, LIB_HG, 0},
+#elif SET == 7
+    /* session 11: the consumers' phases (D = 256 since session 11) with and without the dQ order */
+    {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0},
+    {"lib prof", LIB_MAIN(CML_ATT90B_V_PROF), 0, 1, LIB_HG, 0},
+    {"unord prof", LIB_MAIN(CML_ATT90B_V_UNORDERED | CML_ATT90B_V_PROF), 1, 1, LIB_HG, 0},
 #else
     {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0, 0},
     {"lib (2)", LIB_MAIN(0), 0, 0, LIB_HG, 0, 0},
@@ -241,11 +246,19 @@ static void make_map(CUtensorMap *m, void *ptr, int B, int S, int H, int D, cons
     }
 }
 
+#if HD == 256 /* attention_bwd_sm90_d256.cuh's consumer laps (consumer 0 | consumer 1 where they differ) */
+static const char *SLOT_NAMES[64] = {
+    "q_full wait", "do wait", "S|dP wgmma", "P math|p_full wait", "p_empty wait|dS math", "P store+dO wait|ds_empty wait",
+    "dV issue|dS store+dK issue", "ds_full wait", "dq issue+wait1", "wait0", "dq_empty wait", "dq store", "last rows",
+    "-", "-", "-", "-", "steps", "-", "-",
+};
+#else
 static const char *SLOT_NAMES[64] = {
     /* consumer */ "q_full wait", "kv_full wait", "bar G1", "S issue+dO wait", "dP issue", "G1 wgmma wait",
     "P/dS math", "ds_empty wait", "dS store", "bar G2", "G2 issue+ds_full", "G2 wgmma wait", "dq fence",
     "dq_empty wait", "dq store", "last dq", "tail+dKV", "steps", "dP wait (split)", "G2 tail wait (dqfirst)",
 };
+#endif
 
 /* ---- one problem ------------------------------------------------------------------------------ */
 
@@ -481,7 +494,7 @@ static int run_problem(shape sh, int only_v, int reps) {
             printf("%s %-14s profile (cycles per step, summed over CTAs / steps):\n", tag, var.name);
             for (int c = 0; c < 2; c++) {
                 const double steps = (double)tot[20 * c + 17];
-                if (steps == 0) continue; /* D = 256: its consumers record no phases */
+                if (steps == 0) continue;
                 double sum = 0;
                 for (int i = 0; i < 20; i++) sum += i == 17 ? 0 : tot[20 * c + i];
                 printf("  consumer %d (%.0f steps, %.0f cycles/step):", c, steps, sum / steps);

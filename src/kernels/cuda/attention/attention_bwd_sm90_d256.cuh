@@ -159,9 +159,13 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
     float4 *dqs = (float4 *)(smem + sm::off_dq + ROLE * sm::dq_bytes);
     float acc[128]; /* dV (ROLE 0) or dK (ROLE 1) of the tile's 64 keys, all 256 columns */
     int tcount = 0;
+    cml__att90b_prof<VAR> pf; /* dev VAR PROF: slots 20 ROLE + 0..12 (bwd_harness's SLOT_NAMES256), 17 steps */
+    pf.init(t == 0 ? p.prof : NULL);
+    const int ps = 20 * ROLE;
     for (int it = 0;; it++) {
         const uint32_t ph = it & 1; /* one stage: every barrier below completes once per step */
         cml__mbar_wait(q_full, ph); /* Q, lse2 of step it (and its description) */
+        pf.lap(ps + 0);
         int4 mt = make_int4(0, 0, 0, 0);
         if (lane == 0) mt = meta[0];
         /* shuffled from lane 0: warp-uniform in the compiler's eyes (no C7520 serialization) */
@@ -186,29 +190,36 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
         float sp[32]; /* S^T (ROLE 0) or dP^T (ROLE 1): register 4q + 2r + e = key row r, query 8q + qcol0 + e */
         uint32_t frag[16]; /* P^T or dS^T as 16-bit A fragments */
         if (ROLE == 1) cml__mbar_wait(do_full, ph);
+        pf.lap(ps + 1);
         cml__wgmma_fence();
         cml__att90b_mma_nt_lo<DT, 256, 64, 64>(sp, nt_a_lo, nt_b_lo); /* S^T = K Q^T or dP^T = V dO^T */
         cml__wgmma_commit();
         cml__wgmma_wait<0>();
         cml__wgmma_reg_fence<32>(sp);
+        pf.lap(ps + 2);
         if (ROLE == 0) {
             if (mask) /* warp-uniform (shuffled): no divergence */
                 cml__att90b256_p<DT, 1>(sp, frag, lse_s, qcol0, j0 + key_loc - i0, p.Sk - i0, p.causal, off,
                                         p.scale_log2);
             else
                 cml__att90b256_p<DT, 0>(sp, frag, lse_s, qcol0, 0, 0, 0, 0, p.scale_log2);
+            pf.lap(ps + 3);
             /* P^T (f32) for consumer 1, in this thread's fragment order (conflict-free float4s) */
             if (it > 0) cml__mbar_wait(p_empty, (it - 1) & 1);
+            pf.lap(ps + 4);
 #pragma unroll
             for (int q = 0; q < 8; q++) pbuf[q * 128 + t] = make_float4(sp[4 * q], sp[4 * q + 1], sp[4 * q + 2], sp[4 * q + 3]);
             cml__mbar_arrive(p_full);
             cml__mbar_wait(do_full, ph);
+            pf.lap(ps + 5);
             cml__wgmma_fence();
             cml__att90b_mma_rs_lo<DT, 256, 64>(acc, frag, rs_b_lo); /* dV += P^T dO */
             cml__wgmma_commit();
+            pf.lap(ps + 6);
         } else {
             float pp[32];
             cml__mbar_wait(p_full, ph);
+            pf.lap(ps + 3);
 #pragma unroll
             for (int q = 0; q < 8; q++) {
                 const float4 v = pbuf[q * 128 + t];
@@ -228,8 +239,10 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
                 frag[2 * q] = cml__att90_pack<DT>(sp[4 * q], sp[4 * q + 1]);
                 frag[2 * q + 1] = cml__att90_pack<DT>(sp[4 * q + 2], sp[4 * q + 3]);
             }
+            pf.lap(ps + 4);
             /* dS^T for both dQ halves, once both consumers' dQ products of the last step read it */
             if (it > 0) cml__mbar_wait(ds_empty, (it - 1) & 1);
+            pf.lap(ps + 5);
             cml__att90b_store_ds_stsm<64>(smem + sm::off_ds, frag, key_loc, lane);
             cml__fence_proxy_async_smem();
             __syncwarp(); /* the warp's stmatrix wrote other lanes' rows: all fenced first */
@@ -237,9 +250,11 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
             cml__wgmma_fence();
             cml__att90b_mma_rs_lo<DT, 256, 64>(acc, frag, rs_b_lo); /* dK += dS^T Q */
             cml__wgmma_commit();
+            pf.lap(ps + 6);
         }
         float dq[64];
         cml__mbar_wait(ds_full, ph); /* every row of dS^T is written */
+        pf.lap(ps + 7);
         cml__wgmma_fence();
         cml__att90b256_mma_dq_lo<DT>(dq, dq_a_lo, dq_b_lo);
         cml__wgmma_commit();
@@ -249,15 +264,18 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
             cml__wgmma_wait<1>();
             cml__mbar_arrive(qd_empty);
         }
+        pf.lap(ps + 8);
         cml__wgmma_wait<0>();
         cml__wgmma_reg_fence<128>(acc);
         cml__wgmma_reg_fence<64>(dq);
         cml__att90_keep<16>(frag);
         if (t == 0) cml__mbar_arrive(ds_empty);
         if (last) cml__mbar_arrive(qd_empty);
+        pf.lap(ps + 9);
         /* the dQ half to writer ROLE, in the D = 128 tile's fragment order (float4 q * 256 + c * 128
          * + t: 64-column block c = q / 8 of the half, q % 8 within it) */
         if (it > 0) cml__mbar_wait(dq_empty, (it - 1) & 1);
+        pf.lap(ps + 10);
 #pragma unroll
         for (int q = 0; q < 16; q++)
             dqs[(q % 8) * 256 + (q / 8) * 128 + t] = make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
@@ -266,6 +284,8 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
         cml__fence_proxy_async_smem();
         __syncwarp();
         if (lane == 0) cml__mbar_arrive(it & 1 ? dq_full2 : dq_full);
+        pf.lap(ps + 11);
+        pf.count(ps + 17);
         if (last) {
             /* once a tile: (b, hk) of the semaphore index (b Hq + h) n_qt + m, h in group hk */
             const int bh = tile / p.n_qt, b = bh / p.Hq, hk = bh % p.Hq / p.group;
@@ -276,6 +296,7 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
                 cml__att90b256_store_rows<DT>((uint16_t *)p.dK + b * p.dk_s[0] + hk * p.dk_s[2], p.dk_s[1], acc,
                                               j0 + key_loc, p.Sk, qcol0, p.scale);
             tcount++;
+            pf.lap(ps + 12);
         }
     }
     if ((VAR & CML_ATT90B_V_EXITT) && t == 0) p.prof[64 * blockIdx.x + 61 + ROLE] = cml__att90b_globaltimer();
