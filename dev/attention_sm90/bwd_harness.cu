@@ -195,6 +195,13 @@ static const variant VARIANTS[] = {
 #elif SET == 5
     {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0},
     {"prepoll prof", LIB_MAIN(CML_ATT90B_V_PREPOLL | CML_ATT90B_V_PROF), 0, 1, LIB_HG, 0},
+#elif SET == 8
+    /* session 11: a buffer's two dQ writers in one warp (WPAIR) instead of both second writers in warp 3 */
+    {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0},
+    {"wpair", LIB_MAIN(CML_ATT90B_V_WPAIR), 0, 0, LIB_HG, 0},
+    {"lib (2)", LIB_MAIN(0), 0, 0, LIB_HG, 0},
+    {"wpair (2)", LIB_MAIN(CML_ATT90B_V_WPAIR), 0, 0, LIB_HG, 0},
+    {"wpair prof", LIB_MAIN(CML_ATT90B_V_WPAIR | CML_ATT90B_V_PROF), 0, 1, LIB_HG, 0},
 #elif SET == 7
     /* session 11: the consumers' phases (D = 256 since session 11) with and without the dQ order */
     {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0},

@@ -111,6 +111,9 @@ typedef struct cml__att90b_params {
  *              waits for its turn BEFORE the consumers' partial is ready (under the full wait) instead of
  *              after: the consumers' buffer is then held only for the bulk read. Same adds, same order.
  *   SLEEP2/4/8: (session 11) the writers sleep 64 / 128 / 256 ns between polls instead of 32 ns.
+ *   WPAIR:     (session 11; D = 256) a buffer's two dQ writers share a warp (lanes 0 and 16 of warps 1, 2)
+ *              instead of the two second writers sharing warp 3: those two take the odd partials of both
+ *              buffers, so they poll at the same time and one's sleeps hold the other back.
  * The consumer step's "instruction diet" (session 8, part 3; measured and made the only code path in
  * session 9, D = 256's kernel too, dev/attention_sm90/README.md): the producer hands each step
  * {semaphore index, j0, m, flags | mask} over (no runtime division in the consumers' step; (b, hk)
@@ -132,7 +135,8 @@ enum {
     CML_ATT90B_V_PREPOLL = 1024,
     CML_ATT90B_V_SLEEP2 = 2048, /* the poll's sleep 32 << ((VAR >> 11) & 3) ns */
     CML_ATT90B_V_SLEEP4 = 4096,
-    CML_ATT90B_V_SLEEP8 = 6144
+    CML_ATT90B_V_SLEEP8 = 6144,
+    CML_ATT90B_V_WPAIR = 8192
 };
 
 /* Phase timer (VAR & PROF): lap(slot) adds the cycles since the last lap to counter slot. */

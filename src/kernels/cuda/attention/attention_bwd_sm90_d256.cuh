@@ -387,7 +387,10 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
     if (wg == 0) {
         cml__regs_dealloc<CML_ATT90B_PRODUCER_REGS>();
         if (threadIdx.x == 0) cml__att90b_produce<256, 64, 1, 2, VAR>(&map_q, &map_k, &map_v, &map_do, p, smem);
-        else if (threadIdx.x % 32 == 0 && threadIdx.x / 32 <= 2) {
+        else if ((VAR & CML_ATT90B_V_WPAIR) != 0) {
+            const int w = threadIdx.x / 32, l = threadIdx.x % 32; /* lanes 0, 16 of warp 1 (buffer 0), warp 2 (1) */
+            if ((w == 1 || w == 2) && (l == 0 || l == 16)) cml__att90b_write_dq<256, 64, 1, 2, VAR>(p, smem, w - 1, l / 16);
+        } else if (threadIdx.x % 32 == 0 && threadIdx.x / 32 <= 2) {
             if constexpr ((VAR & CML_ATT90B_V_PREPOLL) != 0) cml__att90b256_write_dq_prepoll<VAR>(p, smem, threadIdx.x / 32 - 1, 0);
             else cml__att90b_write_dq<256, 64, 1, 2, VAR>(p, smem, threadIdx.x / 32 - 1);
         } else if ((threadIdx.x & ~16u) == 96) {
