@@ -202,6 +202,16 @@ static const variant VARIANTS[] = {
     {"lib (2)", LIB_MAIN(0), 0, 0, LIB_HG, 0},
     {"wpair (2)", LIB_MAIN(CML_ATT90B_V_WPAIR), 0, 0, LIB_HG, 0},
     {"wpair prof", LIB_MAIN(CML_ATT90B_V_WPAIR | CML_ATT90B_V_PROF), 0, 1, LIB_HG, 0},
+#elif SET == 9
+    /* session 11: warp 3's contention moved to consumer 0, which has slack (WSWAP, WPROD0) */
+    {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0},
+    {"wswap", LIB_MAIN(CML_ATT90B_V_WSWAP), 0, 0, LIB_HG, 0},
+    {"wprod0", LIB_MAIN(CML_ATT90B_V_WPROD0), 0, 0, LIB_HG, 0},
+    {"lib (2)", LIB_MAIN(0), 0, 0, LIB_HG, 0},
+    {"wswap (2)", LIB_MAIN(CML_ATT90B_V_WSWAP), 0, 0, LIB_HG, 0},
+    {"wprod0 (2)", LIB_MAIN(CML_ATT90B_V_WPROD0), 0, 0, LIB_HG, 0},
+    {"wswap prof", LIB_MAIN(CML_ATT90B_V_WSWAP | CML_ATT90B_V_PROF), 0, 1, LIB_HG, 0},
+    {"wprod0 prof", LIB_MAIN(CML_ATT90B_V_WPROD0 | CML_ATT90B_V_PROF), 0, 1, LIB_HG, 0},
 #elif SET == 7
     /* session 11: the consumers' phases (D = 256 since session 11) with and without the dQ order */
     {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0},

@@ -114,6 +114,10 @@ typedef struct cml__att90b_params {
  *   WPAIR:     (session 11; D = 256) a buffer's two dQ writers share a warp (lanes 0 and 16 of warps 1, 2)
  *              instead of the two second writers sharing warp 3: those two take the odd partials of both
  *              buffers, so they poll at the same time and one's sleeps hold the other back.
+ *   WSWAP:     (session 11; D = 256) warp 3's lanes swapped: buffer 1's second writer on lane 0, buffer 0's on 16;
+ *   WPROD0:    (session 11; D = 256) buffer 0's second writer on lane 16 of the producer's warp, buffer 1's alone
+ *              on warp 3 (the profile: consumer 1, whose dS consumer 0 waits for, waits ~1600 cycles a step on
+ *              its dQ buffer, consumer 0 ~200: move the contention to the consumer with slack).
  * The consumer step's "instruction diet" (session 8, part 3; measured and made the only code path in
  * session 9, D = 256's kernel too, dev/attention_sm90/README.md): the producer hands each step
  * {semaphore index, j0, m, flags | mask} over (no runtime division in the consumers' step; (b, hk)
@@ -136,7 +140,9 @@ enum {
     CML_ATT90B_V_SLEEP2 = 2048, /* the poll's sleep 32 << ((VAR >> 11) & 3) ns */
     CML_ATT90B_V_SLEEP4 = 4096,
     CML_ATT90B_V_SLEEP8 = 6144,
-    CML_ATT90B_V_WPAIR = 8192
+    CML_ATT90B_V_WPAIR = 8192,
+    CML_ATT90B_V_WSWAP = 16384,
+    CML_ATT90B_V_WPROD0 = 32768
 };
 
 /* Phase timer (VAR & PROF): lap(slot) adds the cycles since the last lap to counter slot. */

@@ -390,6 +390,10 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
         else if ((VAR & CML_ATT90B_V_WPAIR) != 0) {
             const int w = threadIdx.x / 32, l = threadIdx.x % 32; /* lanes 0, 16 of warp 1 (buffer 0), warp 2 (1) */
             if ((w == 1 || w == 2) && (l == 0 || l == 16)) cml__att90b_write_dq<256, 64, 1, 2, VAR>(p, smem, w - 1, l / 16);
+        } else if ((VAR & CML_ATT90B_V_WPROD0) != 0) {
+            if (threadIdx.x == 32 || threadIdx.x == 64) cml__att90b_write_dq<256, 64, 1, 2, VAR>(p, smem, threadIdx.x / 32 - 1);
+            else if (threadIdx.x == 16) cml__att90b_write_dq<256, 64, 1, 2, VAR>(p, smem, 0, 1);
+            else if (threadIdx.x == 96) cml__att90b_write_dq<256, 64, 1, 2, VAR>(p, smem, 1, 1);
         } else if (threadIdx.x % 32 == 0 && threadIdx.x / 32 <= 2) {
             if constexpr ((VAR & CML_ATT90B_V_PREPOLL) != 0) cml__att90b256_write_dq_prepoll<VAR>(p, smem, threadIdx.x / 32 - 1, 0);
             else cml__att90b_write_dq<256, 64, 1, 2, VAR>(p, smem, threadIdx.x / 32 - 1);
@@ -397,7 +401,7 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
             /* the second writers of buffers 0, 1: threads 96, 112 (lanes 0, 16 of warp 3), sharing a warp only
              * with each other (buffer 1's on lane 16 of the producer's warp measured 1.5-6% slower, session 9) */
             if constexpr ((VAR & CML_ATT90B_V_PREPOLL) != 0) cml__att90b256_write_dq_prepoll<VAR>(p, smem, threadIdx.x % 32 / 16, 1);
-            else cml__att90b_write_dq<256, 64, 1, 2, VAR>(p, smem, threadIdx.x % 32 / 16, 1);
+            else cml__att90b_write_dq<256, 64, 1, 2, VAR>(p, smem, ((VAR & CML_ATT90B_V_WSWAP) != 0) ^ (threadIdx.x % 32 / 16), 1);
         }
     } else {
         cml__regs_alloc<CML_ATT90B_CONSUMER_REGS>();
