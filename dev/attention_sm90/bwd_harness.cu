@@ -133,6 +133,7 @@ typedef struct variant {
                 alone), 1 the library's plain launch (one wave, no event between: main + convert timed
                 together), 2 the library's programmatic dependent launch (WAIT kernel; session 8, part 2) */
     int chgroup; /* causal problems: kv heads interleaved (> 0 overrides hgroup there; 0: hgroup's rule) */
+    int sempad;  /* VAR SEMPAD: semaphores 32 ints apart (cvt must be 0) */
 } variant;
 
 /* the first variant, the reference, is the library's kernel (attention_bwd_sm90.cu's att90b_cfg:
@@ -212,6 +213,13 @@ static const variant VARIANTS[] = {
     {"wprod0 (2)", LIB_MAIN(CML_ATT90B_V_WPROD0), 0, 0, LIB_HG, 0},
     {"wswap prof", LIB_MAIN(CML_ATT90B_V_WSWAP | CML_ATT90B_V_PROF), 0, 1, LIB_HG, 0},
     {"wprod0 prof", LIB_MAIN(CML_ATT90B_V_WPROD0 | CML_ATT90B_V_PROF), 0, 1, LIB_HG, 0},
+#elif SET == 10
+    /* session 11: the semaphores on lines of their own (SEMPAD); both with the plain convert (cvt 0: compare main) */
+    {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0, 0, 0, 0},
+    {"sempad", LIB_MAIN(CML_ATT90B_V_SEMPAD), 0, 0, LIB_HG, 0, 0, 0, 1},
+    {"lib (2)", LIB_MAIN(0), 0, 0, LIB_HG, 0, 0, 0, 0},
+    {"sempad (2)", LIB_MAIN(CML_ATT90B_V_SEMPAD), 0, 0, LIB_HG, 0, 0, 0, 1},
+    {"sempad prof", LIB_MAIN(CML_ATT90B_V_SEMPAD | CML_ATT90B_V_PROF), 0, 1, LIB_HG, 0, 0, 0, 1},
 #elif SET == 7
     /* session 11: the consumers' phases (D = 256 since session 11) with and without the dQ order */
     {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0},
@@ -379,7 +387,7 @@ static int run_problem(shape sh, int only_v, int reps) {
     CK(cudaMalloc(&lse2, rows_pad * 4));
     CK(cudaMalloc(&di, rows_pad * 4));
     CK(cudaMalloc(&acc, rows_pad * D * 4));
-    CK(cudaMalloc(&sem, (n_sem + 2) * 4)); /* semaphores, tile counter, the convert's unit counter */
+    CK(cudaMalloc(&sem, (n_sem * 32 + 2) * 4)); /* semaphores (SEMPAD: 32 apart), tile counter, the convert's unit counter */
     p.lse2 = lse2, p.di = di, p.dq_acc = acc, p.dq_sem = sem, p.tile_counter = sem + n_sem;
     unsigned long long *prof, *hbuf;
     double *ebuf;
@@ -413,6 +421,8 @@ static int run_problem(shape sh, int only_v, int reps) {
                                           : 4;
         while ((2 << p.hshift) <= hgroup && (B * Hkv) % (2 << p.hshift) == 0) p.hshift++;
         p.prof = var.prof || var.exitt ? prof : NULL;
+        const long long n_sem_v = var.sempad ? n_sem * 32 : n_sem; /* ints the prep kernel zeroes */
+        p.tile_counter = sem + n_sem_v;
         float *tp = (float *)malloc(reps * 4), *tm = (float *)malloc(reps * 4), *tc = (float *)malloc(reps * 4),
               *tt = (float *)malloc(reps * 4);
         const int runs = var.prof || var.exitt ? 2 : reps + 2;
@@ -426,7 +436,7 @@ static int run_problem(shape sh, int only_v, int reps) {
             if ((var.prof || var.exitt) && r == 1) CK(cudaMemset(prof, 0, (size_t)grid * 64 * 8));
             cudaEventRecord(ev[0]);
             cml__att90b_prep_kernel<CML_ATT90_BF16, HD><<<pgrid, 256>>>(dout, o, sq[0], sq[1], sq[2], lse, H, Sq,
-                                                                        p.n_qt * BM, rows_pad, lse2, di, sem, (int)n_sem);
+                                                                        p.n_qt * BM, rows_pad, lse2, di, sem, (int)n_sem_v);
             if (var.unordered) CK(cudaMemsetAsync(acc, 0, rows_pad * D * 4)); /* no first-adder store */
             cudaEventRecord(ev[1]);
             var.fn(m, p, grid);

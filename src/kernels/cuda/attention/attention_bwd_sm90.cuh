@@ -118,6 +118,9 @@ typedef struct cml__att90b_params {
  *   WPROD0:    (session 11; D = 256) buffer 0's second writer on lane 16 of the producer's warp, buffer 1's alone
  *              on warp 3 (the profile: consumer 1, whose dS consumer 0 waits for, waits ~1600 cycles a step on
  *              its dQ buffer, consumer 0 ~200: move the contention to the consumer with slack).
+ *   SEMPAD:    (session 11) each dQ semaphore on a 128-byte line of its own (index x 32; the caller zeroes and
+ *              sizes the array so; the plain convert only): at D = 256 the two halves' semaphores of a query tile
+ *              are adjacent ints, so both chains' polls and releases meet on one L2 line.
  * The consumer step's "instruction diet" (session 8, part 3; measured and made the only code path in
  * session 9, D = 256's kernel too, dev/attention_sm90/README.md): the producer hands each step
  * {semaphore index, j0, m, flags | mask} over (no runtime division in the consumers' step; (b, hk)
@@ -142,7 +145,8 @@ enum {
     CML_ATT90B_V_SLEEP8 = 6144,
     CML_ATT90B_V_WPAIR = 8192,
     CML_ATT90B_V_WSWAP = 16384,
-    CML_ATT90B_V_WPROD0 = 32768
+    CML_ATT90B_V_WPROD0 = 32768,
+    CML_ATT90B_V_SEMPAD = 65536
 };
 
 /* Phase timer (VAR & PROF): lap(slot) adds the cycles since the last lap to counter slot. */
@@ -575,7 +579,7 @@ static __device__ __forceinline__ void cml__att90b_write_dq(const cml__att90b_pa
             break;
         }
         pf.lap(ps);
-        int *sem = p.dq_sem + mt.x;
+        int *sem = p.dq_sem + mt.x * ((VAR & CML_ATT90B_V_SEMPAD) != 0 ? 32 : 1);
         float *dst = p.dq_acc + (long long)mt.x * (sm::dq_bytes / 4); /* one partial per semaphore */
         const float *src = (const float *)(smem + sm::off_dq + qb * sm::dq_bytes);
         if (VAR & CML_ATT90B_V_UNORDERED) { /* dev only: the accumulator was zeroed; adds in any order */
