@@ -133,7 +133,6 @@ typedef struct variant {
                 alone), 1 the library's plain launch (one wave, no event between: main + convert timed
                 together), 2 the library's programmatic dependent launch (WAIT kernel; session 8, part 2) */
     int chgroup; /* causal problems: kv heads interleaved (> 0 overrides hgroup there; 0: hgroup's rule) */
-    int sempad;  /* VAR SEMPAD: semaphores 32 ints apart (cvt must be 0) */
 } variant;
 
 /* the first variant, the reference, is the library's kernel (attention_bwd_sm90.cu's att90b_cfg:
@@ -151,8 +150,10 @@ typedef struct variant {
  * D = 256's lib / new / dq2w / dq2wp) are in git history at 60fa81e (D = 64 / 128) and 00b8e0c
  * (D = 256). SET=1: with EXITT (CTA start / exit times: the idle tail, plan candidate 3's
  * measurement); SET=2: with PROF (phase profile; at D = 256 the dQ writers' only: its consumers
- * record none); SET=3 (session 10, h10d): lib / unord / spin in turns (the order's cost now; VAR SPIN);
- * SET=4 (session 11): lib / prepoll / longer poll sleeps; SET=5: PREPOLL's writer profile.
+ * record none before session 11); SET=3 (session 10, h10d): lib / unord in turns (the order's cost now; its spin
+ * variant went in session 11); SET=7 (session 11): lib / unord with the consumers' phases. Session 11's writer
+ * variants (prepoll, sleeps, wpair / wswap / wprod0, sempad: SETs 4, 5, 8-10) are in s11_prepoll.patch and
+ * s11_writers.patch.
  * The session-8 candidates (FUSEDQ, QDWARP) and their lists are in s8_fusedq.patch;
  * earlier lists in git history (session 7: 475ee1f, c48252a). REPS=n: medians of n; CAUSAL=0 / 1:
  * perf without / with the mask only. */
@@ -182,44 +183,6 @@ static const variant VARIANTS[] = {
     {"unord", LIB_MAIN(CML_ATT90B_V_UNORDERED), 1, 0, LIB_HG, 0},
     {"lib (2)", LIB_MAIN(0), 0, 0, LIB_HG, 0},
     {"unord (2)", LIB_MAIN(CML_ATT90B_V_UNORDERED), 1, 0, LIB_HG, 0},
-    {"spin", LIB_MAIN(CML_ATT90B_V_SPIN), 0, 0, LIB_HG, 0}, /* deterministic: bitwise equal to lib */
-#elif SET == 4
-    /* session 11: the dQ writers' turn waited before the partial is ready (PREPOLL, D = 256) and longer sleeps
-     * between polls; all deterministic: bitwise equal to lib */
-    {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0},
-    {"prepoll", LIB_MAIN(CML_ATT90B_V_PREPOLL), 0, 0, LIB_HG, 0},
-    {"sleep64", LIB_MAIN(CML_ATT90B_V_SLEEP2), 0, 0, LIB_HG, 0},
-    {"sleep256", LIB_MAIN(CML_ATT90B_V_SLEEP8), 0, 0, LIB_HG, 0},
-    {"lib (2)", LIB_MAIN(0), 0, 0, LIB_HG, 0},
-    {"prepoll (2)", LIB_MAIN(CML_ATT90B_V_PREPOLL), 0, 0, LIB_HG, 0},
-    {"pp128", LIB_MAIN(CML_ATT90B_V_PREPOLL | CML_ATT90B_V_SLEEP4), 0, 0, LIB_HG, 0},
-#elif SET == 5
-    {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0},
-    {"prepoll prof", LIB_MAIN(CML_ATT90B_V_PREPOLL | CML_ATT90B_V_PROF), 0, 1, LIB_HG, 0},
-#elif SET == 8
-    /* session 11: a buffer's two dQ writers in one warp (WPAIR) instead of both second writers in warp 3 */
-    {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0},
-    {"wpair", LIB_MAIN(CML_ATT90B_V_WPAIR), 0, 0, LIB_HG, 0},
-    {"lib (2)", LIB_MAIN(0), 0, 0, LIB_HG, 0},
-    {"wpair (2)", LIB_MAIN(CML_ATT90B_V_WPAIR), 0, 0, LIB_HG, 0},
-    {"wpair prof", LIB_MAIN(CML_ATT90B_V_WPAIR | CML_ATT90B_V_PROF), 0, 1, LIB_HG, 0},
-#elif SET == 9
-    /* session 11: warp 3's contention moved to consumer 0, which has slack (WSWAP, WPROD0) */
-    {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0},
-    {"wswap", LIB_MAIN(CML_ATT90B_V_WSWAP), 0, 0, LIB_HG, 0},
-    {"wprod0", LIB_MAIN(CML_ATT90B_V_WPROD0), 0, 0, LIB_HG, 0},
-    {"lib (2)", LIB_MAIN(0), 0, 0, LIB_HG, 0},
-    {"wswap (2)", LIB_MAIN(CML_ATT90B_V_WSWAP), 0, 0, LIB_HG, 0},
-    {"wprod0 (2)", LIB_MAIN(CML_ATT90B_V_WPROD0), 0, 0, LIB_HG, 0},
-    {"wswap prof", LIB_MAIN(CML_ATT90B_V_WSWAP | CML_ATT90B_V_PROF), 0, 1, LIB_HG, 0},
-    {"wprod0 prof", LIB_MAIN(CML_ATT90B_V_WPROD0 | CML_ATT90B_V_PROF), 0, 1, LIB_HG, 0},
-#elif SET == 10
-    /* session 11: the semaphores on lines of their own (SEMPAD); both with the plain convert (cvt 0: compare main) */
-    {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0, 0, 0, 0},
-    {"sempad", LIB_MAIN(CML_ATT90B_V_SEMPAD), 0, 0, LIB_HG, 0, 0, 0, 1},
-    {"lib (2)", LIB_MAIN(0), 0, 0, LIB_HG, 0, 0, 0, 0},
-    {"sempad (2)", LIB_MAIN(CML_ATT90B_V_SEMPAD), 0, 0, LIB_HG, 0, 0, 0, 1},
-    {"sempad prof", LIB_MAIN(CML_ATT90B_V_SEMPAD | CML_ATT90B_V_PROF), 0, 1, LIB_HG, 0, 0, 0, 1},
 #elif SET == 7
     /* session 11: the consumers' phases (D = 256 since session 11) with and without the dQ order */
     {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0},
@@ -387,7 +350,7 @@ static int run_problem(shape sh, int only_v, int reps) {
     CK(cudaMalloc(&lse2, rows_pad * 4));
     CK(cudaMalloc(&di, rows_pad * 4));
     CK(cudaMalloc(&acc, rows_pad * D * 4));
-    CK(cudaMalloc(&sem, (n_sem * 32 + 2) * 4)); /* semaphores (SEMPAD: 32 apart), tile counter, the convert's unit counter */
+    CK(cudaMalloc(&sem, (n_sem + 2) * 4)); /* semaphores, tile counter, the convert's unit counter */
     p.lse2 = lse2, p.di = di, p.dq_acc = acc, p.dq_sem = sem, p.tile_counter = sem + n_sem;
     unsigned long long *prof, *hbuf;
     double *ebuf;
@@ -421,8 +384,6 @@ static int run_problem(shape sh, int only_v, int reps) {
                                           : 4;
         while ((2 << p.hshift) <= hgroup && (B * Hkv) % (2 << p.hshift) == 0) p.hshift++;
         p.prof = var.prof || var.exitt ? prof : NULL;
-        const long long n_sem_v = var.sempad ? n_sem * 32 : n_sem; /* ints the prep kernel zeroes */
-        p.tile_counter = sem + n_sem_v;
         float *tp = (float *)malloc(reps * 4), *tm = (float *)malloc(reps * 4), *tc = (float *)malloc(reps * 4),
               *tt = (float *)malloc(reps * 4);
         const int runs = var.prof || var.exitt ? 2 : reps + 2;
@@ -436,7 +397,7 @@ static int run_problem(shape sh, int only_v, int reps) {
             if ((var.prof || var.exitt) && r == 1) CK(cudaMemset(prof, 0, (size_t)grid * 64 * 8));
             cudaEventRecord(ev[0]);
             cml__att90b_prep_kernel<CML_ATT90_BF16, HD><<<pgrid, 256>>>(dout, o, sq[0], sq[1], sq[2], lse, H, Sq,
-                                                                        p.n_qt * BM, rows_pad, lse2, di, sem, (int)n_sem_v);
+                                                                        p.n_qt * BM, rows_pad, lse2, di, sem, (int)n_sem);
             if (var.unordered) CK(cudaMemsetAsync(acc, 0, rows_pad * D * 4)); /* no first-adder store */
             cudaEventRecord(ev[1]);
             var.fn(m, p, grid);

@@ -4,9 +4,9 @@
 # time goes, before anyone builds the 2-CTA pair kernel of the plan. No library change; harness only.
 # Run in the repository root (the lead's tree with this commit's dev/ files), ~100-150 s:
 #   bash dev/attention_sm90/run_s10d.sh; tar czf $OUT/logs.tgz -C /tmp/x .        (run: timeout_s 300)
-#  1. bwd_harness.cu -DHD=256 built twice at once: SET=3 (lib / unord / lib (2) / unord (2) / spin: unord adds
-#     with no key-block order, NOT deterministic, timing only; spin = VAR SPIN, the writers poll without sleep,
-#     relaxed loads + one acquire fence: deterministic, must be bitwise equal to lib) and SET=2 (lib / lib prof:
+#  1. bwd_harness.cu -DHD=256 built twice at once: SET=3 (lib / unord / lib (2) / unord (2): unord adds
+#     with no key-block order, NOT deterministic, timing only; session 10 also timed VAR SPIN here, the writers
+#     polling without sleep: 1.11-1.21x slower, removed in session 11) and SET=2 (lib / lib prof:
 #     the dQ writers' phases);
 #  2. SET=3 `edge` (lib runs bitwise equal to each other; unord differs by design), then `perf` REPS=25
 #     CAUSAL=1 S = 4k / 8k / 16k (B S = 16k, H = 8) and CAUSAL=0 S = 8k; bwd_decide.py unord vs lib;
@@ -47,7 +47,6 @@ if [ -z "$DRY" ]; then
 fi
 cat $X/perf_c.txt $X/perf_f.txt > $X/perf_all.txt 2>/dev/null
 python3 dev/attention_sm90/bwd_decide.py $X/perf_all.txt unord --noslower > $X/decide_unord.txt 2>&1
-python3 dev/attention_sm90/bwd_decide.py $X/perf_all.txt spin --noslower > $X/decide_spin.txt 2>&1
 # summary (last: the reply shows the tail)
 cat $X/gpu.txt $X/tree.txt 2>/dev/null
 for s in 2 3; do
@@ -61,8 +60,6 @@ echo "== edge: $(grep -c 'bitwise equal' $X/edge.txt) bitwise equal, $(grep -c D
 echo "== perf (lib / unord, medians of 25, best of 2)"; grep -hE "DIFFERS|rc=|failures" $X/perf_c.txt $X/perf_f.txt
 echo "-- unord / lib (a WIN here means: the order still costs that much; unord is no candidate)"
 cat $X/decide_unord.txt
-echo "-- spin / lib (VAR SPIN; keep only with a WIN and edge bitwise equal)"
-cat $X/decide_spin.txt
 echo "== writers' profile (lib prof, causal; cycles per partial)"
 grep -hE "rc=|^D=.*lib prof|dq writer" $X/prof.txt | cut -c1-200 | head -24
 exit 0

@@ -103,24 +103,10 @@ typedef struct cml__att90b_params {
  *              hand-off), except on a tile's last step (K, V stay until its own dQ product);
  *   EXITT:     (session 8; D = 256 too since session 9) %globaltimer at CTA start and at each
  *              consumer's exit into p.prof[64 blockIdx + 60 .. 62]: how long SMs idle in the kernel's tail.
- *   SPIN:      (session 10, h10d) the dQ writers poll their semaphore with relaxed loads and no sleep, one
- *              acquire fence once it holds their rank (today: an acquire load and a 32 ns sleep a poll): does
- *              seeing the previous key block's release sooner shorten the order wait? Same adds, same order.
- *   PREPOLL:   (session 11; D = 256 only) the producer hands each step's {semaphore index, rank} to the two
- *              dQ writers of its parity through a slot of their own when it loads the step, so a writer
- *              waits for its turn BEFORE the consumers' partial is ready (under the full wait) instead of
- *              after: the consumers' buffer is then held only for the bulk read. Same adds, same order.
- *   SLEEP2/4/8: (session 11) the writers sleep 64 / 128 / 256 ns between polls instead of 32 ns.
- *   WPAIR:     (session 11; D = 256) a buffer's two dQ writers share a warp (lanes 0 and 16 of warps 1, 2)
- *              instead of the two second writers sharing warp 3: those two take the odd partials of both
- *              buffers, so they poll at the same time and one's sleeps hold the other back.
- *   WSWAP:     (session 11; D = 256) warp 3's lanes swapped: buffer 1's second writer on lane 0, buffer 0's on 16;
- *   WPROD0:    (session 11; D = 256) buffer 0's second writer on lane 16 of the producer's warp, buffer 1's alone
- *              on warp 3 (the profile: consumer 1, whose dS consumer 0 waits for, waits ~1600 cycles a step on
- *              its dQ buffer, consumer 0 ~200: move the contention to the consumer with slack).
- *   SEMPAD:    (session 11) each dQ semaphore on a 128-byte line of its own (index x 32; the caller zeroes and
- *              sizes the array so; the plain convert only): at D = 256 the two halves' semaphores of a query tile
- *              are adjacent ints, so both chains' polls and releases meet on one L2 line.
+ * Measured and removed (dev/attention_sm90/README.md, session 11; patches s11_prepoll.patch, s11_writers.patch):
+ * SPIN (relaxed polls without sleep: 1.11-1.21x slower), PREPOLL (the writers' turn waited before the partial
+ * is ready), 64 / 256 ns poll sleeps, three placements of D = 256's writer threads, semaphores on lines of
+ * their own: none faster. PROF records D = 256's consumer phases too since session 11.
  * The consumer step's "instruction diet" (session 8, part 3; measured and made the only code path in
  * session 9, D = 256's kernel too, dev/attention_sm90/README.md): the producer hands each step
  * {semaphore index, j0, m, flags | mask} over (no runtime division in the consumers' step; (b, hk)
@@ -137,16 +123,7 @@ enum {
     CML_ATT90B_V_PROF = 1,
     CML_ATT90B_V_UNORDERED = 2,
     CML_ATT90B_V_EARLYREL = 32,
-    CML_ATT90B_V_EXITT = 256,
-    CML_ATT90B_V_SPIN = 512,
-    CML_ATT90B_V_PREPOLL = 1024,
-    CML_ATT90B_V_SLEEP2 = 2048, /* the poll's sleep 32 << ((VAR >> 11) & 3) ns */
-    CML_ATT90B_V_SLEEP4 = 4096,
-    CML_ATT90B_V_SLEEP8 = 6144,
-    CML_ATT90B_V_WPAIR = 8192,
-    CML_ATT90B_V_WSWAP = 16384,
-    CML_ATT90B_V_WPROD0 = 32768,
-    CML_ATT90B_V_SEMPAD = 65536
+    CML_ATT90B_V_EXITT = 256
 };
 
 /* Phase timer (VAR & PROF): lap(slot) adds the cycles since the last lap to counter slot. */
@@ -249,16 +226,6 @@ static __device__ __forceinline__ int cml__att90b_ld_acquire(const int *p) {
     int v;
     asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
-}
-/* VAR SPIN's poll: a relaxed load per try, then one acquire fence (a strong read followed by fence.acq_rel is
- * an acquire pattern of the PTX memory model: the key block's release synchronizes with it). */
-static __device__ __forceinline__ int cml__att90b_ld_relaxed(const int *p) {
-    int v;
-    asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-static __device__ __forceinline__ void cml__att90b_fence_acq_rel(void) {
-    asm volatile("fence.acq_rel.gpu;" ::: "memory");
 }
 static __device__ __forceinline__ void cml__att90b_red_release(int *p, int v) {
     asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
@@ -460,19 +427,6 @@ static __global__ void __launch_bounds__(256, 8)
 
 /* ---- main kernel: the three roles ------------------------------------------------------------ */
 
-/* VAR PREPOLL (D = 256): step it's {semaphore index, query tile, key block} ({-1}: the end) into slot it % 2, read by
- * the two dQ writers of that parity (cml__att90b256_write_dq_prepoll) once its full barrier completes;
- * the slot is reused two steps later, once both have read it (empty barrier, count 2). */
-template <typename sm>
-static __device__ __forceinline__ void cml__att90b256_publish(uint8_t *smem, int it, int idx, int m, int n) {
-    uint64_t *w_full = (uint64_t *)(smem + sm::off_pp), *w_empty = w_full + 2;
-    int4 *slot = (int4 *)(smem + sm::off_wmeta);
-    const int par = it & 1, use = it >> 1;
-    if (use > 0) cml__mbar_wait(&w_empty[par], (use - 1) & 1);
-    slot[par] = make_int4(idx, m, n, 0);
-    cml__mbar_arrive(&w_full[par]); /* release: the slot's write is seen by the writers' acquiring wait */
-}
-
 /* Producer (one thread): claims tiles, loads K, V per tile and (Q, lse2), (dO, Di) per step. */
 template <int D, int BM, int ST, int NDQ, int VAR>
 static __device__ __forceinline__ void cml__att90b_produce(const CUtensorMap *map_q, const CUtensorMap *map_k,
@@ -521,8 +475,6 @@ static __device__ __forceinline__ void cml__att90b_produce(const CUtensorMap *ma
                 const bool mask = j0 + BN > p.Sk || (p.causal && i0 < j0 + BN - 1 - off);
                 meta[s] = make_int4(idx, j0, m, flags | (mask ? CML_ATT90B_MASK : 0));
                 flags = 0;
-                if constexpr (D == 256 && (VAR & CML_ATT90B_V_PREPOLL) != 0)
-                    cml__att90b256_publish<sm>(smem, it, idx, m, n);
                 const int row = ((b * p.Hq + h) * p.n_qt + m) * BM; /* < 2^31: checked on the host */
                 cml__mbar_arrive_expect_tx(&q_full[s], sm::qd_bytes + BM * 4); /* also publishes meta[s] */
                 cml__att90_load<D>(smem + sm::off_q + s * sm::qd_bytes, map_q, &q_full[s], m * BM, h, b, BM);
@@ -538,8 +490,6 @@ static __device__ __forceinline__ void cml__att90b_produce(const CUtensorMap *ma
     if (it >= ST) cml__mbar_wait(&qd_empty[s], (it / ST - 1) & 1);
     meta[s] = make_int4(-1, 0, 0, 0);
     cml__mbar_arrive(&q_full[s]);
-    if constexpr (D == 256 && (VAR & CML_ATT90B_V_PREPOLL) != 0) /* the end to the writers of both parities */
-        for (int k = it; k < it + 2; k++) cml__att90b256_publish<sm>(smem, k, -1, 0, 0);
 }
 
 /* dQ writer qb (one thread per dQ buffer, so that the adds of consecutive partials overlap): adds
@@ -579,7 +529,7 @@ static __device__ __forceinline__ void cml__att90b_write_dq(const cml__att90b_pa
             break;
         }
         pf.lap(ps);
-        int *sem = p.dq_sem + mt.x * ((VAR & CML_ATT90B_V_SEMPAD) != 0 ? 32 : 1);
+        int *sem = p.dq_sem + mt.x;
         float *dst = p.dq_acc + (long long)mt.x * (sm::dq_bytes / 4); /* one partial per semaphore */
         const float *src = (const float *)(smem + sm::off_dq + qb * sm::dq_bytes);
         if (VAR & CML_ATT90B_V_UNORDERED) { /* dev only: the accumulator was zeroed; adds in any order */
@@ -590,13 +540,7 @@ static __device__ __forceinline__ void cml__att90b_write_dq(const cml__att90b_pa
             cml__mbar_arrive(&dq_empty[qb]);
             continue;
         }
-        if (VAR & CML_ATT90B_V_SPIN) { /* dev: poll without sleep (see the VAR list) */
-            while (cml__att90b_ld_relaxed(sem) != mt.y) {
-            }
-            cml__att90b_fence_acq_rel();
-        } else
-            while (cml__att90b_ld_acquire(sem) != mt.y) /* key blocks 0 .. rank-1 have added */
-                __nanosleep(32u << ((VAR >> 11) & 3));
+        while (cml__att90b_ld_acquire(sem) != mt.y) __nanosleep(32); /* key blocks 0 .. rank-1 have added */
         pf.lap(ps + 1);
         cml__fence_proxy_async_global();
         if (mt.y == 0) cml__bulk_store(dst, src, sm::dq_bytes);

@@ -62,9 +62,7 @@ struct cml__att90b_smem<256, 64, 1, 2> {
         off_dqmeta = off_meta + 16,
         off_bar = off_dqmeta + 2 * 16,
         n_bars = 14, /* the last two: the second dQ writers' full barriers (cml__att90b_write_dq) */
-        off_pp = off_bar + 8 * n_bars, /* dev VAR PREPOLL: w_full[2], w_empty[2], then two int4 slots */
-        off_wmeta = off_pp + 32,
-        total = 1024 + off_wmeta + 32
+        total = 1024 + off_bar + 8 * n_bars
     };
 };
 typedef cml__att90b_smem<256, 64, 1, 2> cml__att90b256_sm;
@@ -302,51 +300,6 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
     if ((VAR & CML_ATT90B_V_EXITT) && t == 0) p.prof[64 * blockIdx.x + 61 + ROLE] = cml__att90b_globaltimer();
 }
 
-/* VAR PREPOLL's dQ writer (buffer qb, parity sub: the partials of steps sub, sub + 2, ..): the step's
- * {semaphore index, query tile, key block} comes from the producer's slot (cml__att90b256_publish) before the consumers'
- * partial, so the turn is waited for while they still compute it; then, once the partial is in the
- * buffer, the same add as cml__att90b_write_dq's (same order, same bits). The end is {-1} in the slot. */
-template <int VAR>
-static __device__ __forceinline__ void cml__att90b256_write_dq_prepoll(const cml__att90b_params &p, uint8_t *smem,
-                                                                       int qb, int sub) {
-    typedef cml__att90b256_sm sm;
-    uint64_t *bars = (uint64_t *)(smem + sm::off_bar);
-    uint64_t *my_full = sub ? bars + 12 + qb : bars + 4 + qb, *dq_empty = bars + 6 + qb;
-    uint64_t *w_full = (uint64_t *)(smem + sm::off_pp) + sub, *w_empty = w_full + 2;
-    const int4 *slot = (const int4 *)(smem + sm::off_wmeta) + sub;
-    const float *src = (const float *)(smem + sm::off_dq + qb * sm::dq_bytes);
-    cml__att90b_prof<VAR> pf;
-    pf.init(p.prof);
-    const int ps = 40 + 6 * qb; /* profile slots as cml__att90b_write_dq's; "order wait" includes the slot's */
-    for (int j = 0;; j++) {
-        cml__mbar_wait(w_full, j & 1);
-        const int4 mt = *slot;
-        cml__mbar_arrive(w_empty);
-        if (mt.x < 0) break;
-        const int part = 2 * mt.x + qb; /* the consumers' semaphore index: 2 tile + half */
-        int *sem = p.dq_sem + part;
-        float *dst = p.dq_acc + (long long)part * (sm::dq_bytes / 4);
-        const int rank = cml__att90b_rank<64, 64>(p, mt.y, mt.z);
-        while (cml__att90b_ld_acquire(sem) != rank) __nanosleep(32u << ((VAR >> 11) & 3));
-        pf.lap(ps + 1);
-        cml__mbar_wait(my_full, j & 1); /* the partial is in buffer qb */
-        pf.lap(ps);
-        cml__fence_proxy_async_global();
-        if (rank == 0) cml__bulk_store(dst, src, sm::dq_bytes);
-        else cml__bulk_reduce_add_f32(dst, src, sm::dq_bytes);
-        cml__bulk_commit();
-        cml__bulk_wait_read<0>();
-        cml__mbar_arrive(dq_empty);
-        pf.lap(ps + 2);
-        cml__bulk_wait<0>();
-        cml__fence_proxy_async_global();
-        cml__att90b_red_release(sem, 1);
-        pf.lap(ps + 3);
-        pf.count(ps + 4);
-    }
-    cml__bulk_wait<0>();
-}
-
 template <int DT, int VAR = 0>
 static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
     cml__att90b256_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
@@ -371,13 +324,6 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
         cml__mbar_init(&bars[10], 128); /* ds_full: consumer 1's threads wrote dS^T */
         cml__mbar_init(&bars[11], 2);   /* ds_empty: both consumers' dQ products read it */
         for (int c = 0; c < 2; c++) cml__mbar_init(&bars[12 + c], 4); /* dq_full2: as dq_full, odd partials */
-        if constexpr ((VAR & CML_ATT90B_V_PREPOLL) != 0) {
-            uint64_t *w = (uint64_t *)(smem + sm::off_pp);
-            for (int k = 0; k < 2; k++) {
-                cml__mbar_init(&w[k], 1);     /* w_full: the producer */
-                cml__mbar_init(&w[2 + k], 2); /* w_empty: the two writers of the parity */
-            }
-        }
         cml__mbar_init_fence();
     }
     __syncthreads();
@@ -387,22 +333,12 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
     if (wg == 0) {
         cml__regs_dealloc<CML_ATT90B_PRODUCER_REGS>();
         if (threadIdx.x == 0) cml__att90b_produce<256, 64, 1, 2, VAR>(&map_q, &map_k, &map_v, &map_do, p, smem);
-        else if ((VAR & CML_ATT90B_V_WPAIR) != 0) {
-            const int w = threadIdx.x / 32, l = threadIdx.x % 32; /* lanes 0, 16 of warp 1 (buffer 0), warp 2 (1) */
-            if ((w == 1 || w == 2) && (l == 0 || l == 16)) cml__att90b_write_dq<256, 64, 1, 2, VAR>(p, smem, w - 1, l / 16);
-        } else if ((VAR & CML_ATT90B_V_WPROD0) != 0) {
-            if (threadIdx.x == 32 || threadIdx.x == 64) cml__att90b_write_dq<256, 64, 1, 2, VAR>(p, smem, threadIdx.x / 32 - 1);
-            else if (threadIdx.x == 16) cml__att90b_write_dq<256, 64, 1, 2, VAR>(p, smem, 0, 1);
-            else if (threadIdx.x == 96) cml__att90b_write_dq<256, 64, 1, 2, VAR>(p, smem, 1, 1);
-        } else if (threadIdx.x % 32 == 0 && threadIdx.x / 32 <= 2) {
-            if constexpr ((VAR & CML_ATT90B_V_PREPOLL) != 0) cml__att90b256_write_dq_prepoll<VAR>(p, smem, threadIdx.x / 32 - 1, 0);
-            else cml__att90b_write_dq<256, 64, 1, 2, VAR>(p, smem, threadIdx.x / 32 - 1);
-        } else if ((threadIdx.x & ~16u) == 96) {
+        else if (threadIdx.x % 32 == 0 && threadIdx.x / 32 <= 2)
+            cml__att90b_write_dq<256, 64, 1, 2, VAR>(p, smem, threadIdx.x / 32 - 1);
+        else if ((threadIdx.x & ~16u) == 96)
             /* the second writers of buffers 0, 1: threads 96, 112 (lanes 0, 16 of warp 3), sharing a warp only
              * with each other (buffer 1's on lane 16 of the producer's warp measured 1.5-6% slower, session 9) */
-            if constexpr ((VAR & CML_ATT90B_V_PREPOLL) != 0) cml__att90b256_write_dq_prepoll<VAR>(p, smem, threadIdx.x % 32 / 16, 1);
-            else cml__att90b_write_dq<256, 64, 1, 2, VAR>(p, smem, ((VAR & CML_ATT90B_V_WSWAP) != 0) ^ (threadIdx.x % 32 / 16), 1);
-        }
+            cml__att90b_write_dq<256, 64, 1, 2, VAR>(p, smem, threadIdx.x % 32 / 16, 1);
     } else {
         cml__regs_alloc<CML_ATT90B_CONSUMER_REGS>();
         if (__shfl_sync(0xffffffffu, wg, 0) == 1) cml__att90b256_consume<DT, 0, VAR>(p, smem);
