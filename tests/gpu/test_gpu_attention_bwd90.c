@@ -16,7 +16,7 @@
  * CML_TEST_SANITIZER), every output bitwise equal to the first run's. CML_TEST_ONLY_D=256 (e.g.
  * for a sanitizer run) keeps the cases of that head dim only. Exits 77 ("skipped") without a GPU.
  * The causal longest-first work order (attention_bwd_sm90.cu, att90b_lpt_hshift: D = 128 causal
- * from S_kv = 8192; another fixed dQ summation order): each case and determinism loop predicts
+ * from S_kv = 8192; other fixed summation orders): each case and determinism loop predicts
  * whether it runs (cml__attention_bwd_sm90_lpt) and its launch counter must agree; the shapes with
  * S_kv = 8192 / 16384 below take it by the rule (2 kv heads interleaved, resp. one, odd), the
  * determinism loop at S = 8192 too, and on an sm_90 device at least one case must have (unless

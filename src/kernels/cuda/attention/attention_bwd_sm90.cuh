@@ -125,9 +125,9 @@ typedef struct cml__att90b_params {
  *              after: the consumers' buffer is then held only for the bulk read. Same adds, same order.
  *   SLEEP2/4/8: (session 11) the writers sleep 64 / 128 / 256 ns between polls instead of 32 ns.
  *   LPT:       (session 11; D = 64 / 128 kernel only, the library runs it at D = 128) the longest-first
- *              tile order and key-block order of the dQ adds (header): another fixed order, so other
- *              (equally reproducible) dQ bits. A template flag, not a parameter, so that every other
- *              kernel compiles to the code it had before.
+ *              tile order and key-block order of the dQ adds (header): other fixed orders, so other
+ *              (equally reproducible) bits (dQ's adds; dK, dV sum the query tiles downwards). A template
+ *              flag, not a parameter, so that every other kernel compiles to the code it had before.
  * The consumer step's "instruction diet" (session 8, part 3; measured and made the only code path in
  * session 9, D = 256's kernel too, dev/attention_sm90/README.md): the producer hands each step
  * {semaphore index, j0, m, flags | mask} over (no runtime division in the consumers' step; (b, hk)
