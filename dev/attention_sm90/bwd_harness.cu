@@ -14,16 +14,14 @@
  * Problem (perf): bf16, B*S = 16k tokens, hidden 2048 (H = 2048 / D), [B, S, H, D]; Q, K, V, dO
  * random in [-1, 1); O and lse from the sm90 forward. Every variant's dQ, dK, dV must equal the
  * first variant's bitwise (same key-block order of the dQ adds; different tile orders change
- * nothing in the sums), except UNORDERED (no order: relative difference printed) and, on causal
- * problems, the longest-first order (lpt: another fixed order of the dQ adds; each lpt run must
- * equal the first lpt run bitwise and lie within 1e-2 relative of the first variant's). dQ, dK, dV are
+ * nothing in the sums), except UNORDERED (no order: relative difference printed). dQ, dK, dV are
  * poisoned (0xFF) before each variant's checked run. bwd TFLOP/s = 2.5 x forward flops over the
  * median of the summed prep + main + convert times.
  * Variants with cvt 1 / 2 (the library's convert launch, plain / PDL) are timed prep | main + convert
  * (no event between main and convert: it would end the overlap), printed as "main", convert 0.
  * -DSET=1 builds the exit-time variants instead (EXITT: CTA start / exit times, candidate 3's
  * measurement), -DSET=2 the phase profiles (PROF), so that the device compiles the sets in
- * parallel; -DSET=6 (HD = 128, session 11) the longest-first order against the library's. */
+ * parallel. */
 #include <cuda.h>
 #include <math.h>
 #include <stdio.h>
@@ -135,8 +133,6 @@ typedef struct variant {
                 alone), 1 the library's plain launch (one wave, no event between: main + convert timed
                 together), 2 the library's programmatic dependent launch (WAIT kernel; session 8, part 2) */
     int chgroup; /* causal problems: kv heads interleaved (> 0 overrides hgroup there; 0: hgroup's rule) */
-    int lpt;     /* VAR LPT (the longest-first order; its PDL convert claims downwards): on causal problems;
-                    full problems run the first variant's kernel in its place */
 } variant;
 
 /* the first variant, the reference, is the library's kernel (attention_bwd_sm90.cu's att90b_cfg:
@@ -157,7 +153,7 @@ typedef struct variant {
  * record none before session 11); SET=3 (session 10, h10d): lib / unord in turns (the order's cost now; its spin
  * variant went in session 11); SET=7 (session 11): lib / unord with the consumers' phases. Session 11's writer
  * variants (prepoll, sleeps, wpair / wswap / wprod0, sempad: SETs 4, 5, 8-10) are in s11_prepoll.patch and
- * s11_writers.patch. SET=6 (session 11, h11b; HD = 128): lib / lpt in turns (the longest-first order).
+ * s11_writers.patch.
  * The session-8 candidates (FUSEDQ, QDWARP) and their lists are in s8_fusedq.patch;
  * earlier lists in git history (session 7: 475ee1f, c48252a). REPS=n: medians of n; CAUSAL=0 / 1:
  * perf without / with the mask only. */
@@ -192,18 +188,6 @@ static const variant VARIANTS[] = {
     {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0},
     {"lib prof", LIB_MAIN(CML_ATT90B_V_PROF), 0, 1, LIB_HG, 0},
     {"unord prof", LIB_MAIN(CML_ATT90B_V_UNORDERED | CML_ATT90B_V_PROF), 1, 1, LIB_HG, 0},
-#elif SET == 6
-#if HD != 128
-#error "SET=6 is the D = 128 longest-first order (the library runs it at D = 128 only)"
-#endif
-    /* session 11 (h11b): the causal longest-first order (VAR LPT with 2 kv heads interleaved, as the library's
-     * att90b_lpt_hshift runs it from S_kv = 8k; its PDL convert claims each head's tiles downwards) against the
-     * descending order (lib: the library before, and where the rule says no), both with the library's PDL
-     * convert (cvt 2), in turns. lpt is forced here at every causal S, 4k too (the rule's no). */
-    {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0, 2, 0, 0},
-    {"lpt", LIB_MAIN(CML_ATT90B_V_LPT), 0, 0, LIB_HG, 0, 2, 2, 1},
-    {"lib (2)", LIB_MAIN(0), 0, 0, LIB_HG, 0, 2, 0, 0},
-    {"lpt (2)", LIB_MAIN(CML_ATT90B_V_LPT), 0, 0, LIB_HG, 0, 2, 2, 1},
 #else
     {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0, 0},
     {"lib (2)", LIB_MAIN(0), 0, 0, LIB_HG, 0, 0},
@@ -214,8 +198,7 @@ enum { N_VARIANTS = sizeof VARIANTS / sizeof VARIANTS[0] };
 /* The library's convert launch (attention_bwd_sm90.cu, att90b_launch): one wave of 256-thread
  * blocks, plainly or as a programmatic dependent launch of the main kernel just launched. */
 static void launch_convert(bool pdl, const float *acc, uint16_t *dq, const long long sq[3], int H, int Sq, int n_qt,
-                           int causal, int off, float scale, long long n4, const int *sem, int *unit_counter, int n_kb,
-                           bool desc) {
+                           int causal, int off, float scale, long long n4, const int *sem, int *unit_counter, int n_kb) {
     const long long want = n4 / 1024, cap = (long long)g_sms * 8;
     const unsigned cgrid = (unsigned)(want < cap ? want : cap);
     if (!pdl) {
@@ -232,12 +215,8 @@ static void launch_convert(bool pdl, const float *acc, uint16_t *dq, const long 
     at[0].val.programmaticStreamSerializationAllowed = 1;
     lc.attrs = at;
     lc.numAttrs = 1;
-    /* desc: after the longest-first main kernel, claims in the order it completes the tiles (as the library) */
-    CK(cudaLaunchKernelEx(&lc,
-                          desc ? cml__att90b_dq_kernel<CML_ATT90_BF16, HD, BM, true, true>
-                               : cml__att90b_dq_kernel<CML_ATT90_BF16, HD, BM, true>,
-                          (const float4 *)acc, dq, sq[0], sq[1], sq[2], H, Sq, n_qt, causal, off, scale, n4, sem,
-                          unit_counter, n_kb));
+    CK(cudaLaunchKernelEx(&lc, cml__att90b_dq_kernel<CML_ATT90_BF16, HD, BM, true>, (const float4 *)acc, dq, sq[0], sq[1],
+                          sq[2], H, Sq, n_qt, causal, off, scale, n4, sem, unit_counter, n_kb));
 }
 
 /* A 4-D map (D, H, S, B) as the library makes it (cml__att90_map). */
@@ -385,8 +364,8 @@ static int run_problem(shape sh, int only_v, int reps) {
     const double flop = 4.0 * B * H * (double)Sq * Sk * D * (causal ? 0.5 : 1.0);
     cudaEvent_t ev[4];
     for (int i = 0; i < 4; i++) cudaEventCreate(&ev[i]);
-    unsigned long long hash_ref = 0, hash_lpt = 0;
-    int fail = 0, n_lpt = 0; /* lpt runs checked so far (the first is the longest-first order's reference) */
+    unsigned long long hash_ref = 0;
+    int fail = 0;
     char tag[96];
     snprintf(tag, sizeof tag, "D=%d S=%-5d %s", D, Sq, causal ? "causal" : "full  ");
     if (Sq != Sk || B * Sq != 16384 || sh.neg)
@@ -395,8 +374,6 @@ static int run_problem(shape sh, int only_v, int reps) {
     for (int vi = 0; vi < N_VARIANTS; vi++) {
         const variant &var = VARIANTS[vi];
         if (only_v >= 0 && vi != only_v && vi != 0) continue;
-        const bool lpt = var.lpt && causal;                    /* full problems: the first variant's kernel */
-        const bwd_main_fn fn = var.lpt && !causal ? VARIANTS[0].fn : var.fn;
         p.hshift = 0;
         /* 0: the library's D = 64 / 128 interleave; -1: the library's D = 256 interleave */
         const int hgroup = causal && var.chgroup > 0 ? var.chgroup
@@ -423,14 +400,14 @@ static int run_problem(shape sh, int only_v, int reps) {
                                                                         p.n_qt * BM, rows_pad, lse2, di, sem, (int)n_sem);
             if (var.unordered) CK(cudaMemsetAsync(acc, 0, rows_pad * D * 4)); /* no first-adder store */
             cudaEventRecord(ev[1]);
-            fn(m, p, grid);
+            var.fn(m, p, grid);
             if (var.cvt == 0) {
                 cudaEventRecord(ev[2]);
                 cml__att90b_dq_kernel<CML_ATT90_BF16, HD, BM><<<cgrid, 256>>>(
                     (const float4 *)acc, dq, sq[0], sq[1], sq[2], H, Sq, p.n_qt, causal, Sk - Sq, scale, n4, NULL, NULL, 0);
             } else {
                 launch_convert(var.cvt == 2, acc, dq, sq, H, Sq, p.n_qt, causal, Sk - Sq, scale, n4, sem, sem + n_sem + 1,
-                               p.n_kb, lpt);
+                               p.n_kb);
             }
             cudaEventRecord(ev[3]);
             CK(cudaEventSynchronize(ev[3]));
@@ -464,18 +441,10 @@ static int run_problem(shape sh, int only_v, int reps) {
                     if (vi == 0) CK(cudaMemcpy(ref[a], x, n * 2, cudaMemcpyDeviceToDevice));
                 }
                 if (vi == 0) hash_ref = hs;
-                if (lpt) { /* another fixed order: bitwise equal to the first lpt run, close to the first variant's */
-                    if (n_lpt++ == 0) hash_lpt = hs;
-                    const bool ok = hs == hash_lpt && e3 < 1e-2;
-                    if (!ok) fail = 1;
-                    printf("%s %-14s check: %s (rel.diff to lib %.1e)\n", tag, var.name,
-                           !ok ? "DIFFERS: FAIL (lpt)" : n_lpt == 1 ? "lpt order reference" : "lpt bitwise equal", e3);
-                } else {
-                    const bool same = hs == hash_ref;
-                    if (!same && !var.unordered) fail = 1;
-                    printf("%s %-14s check: %s (rel.diff %.1e)\n", tag, var.name,
-                           same ? "bitwise equal" : var.unordered ? "differs (unordered)" : "DIFFERS: FAIL", e3);
-                }
+                const bool same = hs == hash_ref;
+                if (!same && !var.unordered) fail = 1;
+                printf("%s %-14s check: %s (rel.diff %.1e)\n", tag, var.name,
+                       same ? "bitwise equal" : var.unordered ? "differs (unordered)" : "DIFFERS: FAIL", e3);
             }
         }
         if (reps <= 0) {
@@ -573,8 +542,6 @@ int main(int argc, char **argv) {
             {2, 4, 2, 1000, 300, 1, 0}, {2, 4, 2, 1000, 300, 1, 1}, {1, 2, 1, 300, 1000, 1, 0}, {2, 2, 2, 77, 77, 0, 0},
             {1, 8, 1, 4097, 4097, 1, 0}, {3, 2, 2, 1, 1, 1, 0},  {1, 4, 4, 129, 1025, 0, 1}, {2, 2, 1, 1000, 1000, 1, 1},
             {1, 2, 2, 513, 200, 0, 0},
-            /* session 11: the lengths the library's longest-first order runs at (S_kv >= 8192), odd B H_kv too */
-            {1, 2, 2, 8192, 8192, 1, 0}, {1, 1, 1, 8192, 8192, 1, 0}, {1, 4, 2, 300, 8192, 1, 0}, {2, 4, 2, 8192, 1000, 1, 1},
         };
         for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) fails += run_problem(edges[i], -1, 0);
     } else {

@@ -14,13 +14,7 @@
  * must decline (f32, odd strides, unaligned pointers, D = 80), and determinism loops: 1000
  * forward + backward runs of a causal GQA problem at D = 128 and 300 at D = 256 (3 under
  * CML_TEST_SANITIZER), every output bitwise equal to the first run's. CML_TEST_ONLY_D=256 (e.g.
- * for a sanitizer run) keeps the cases of that head dim only. Exits 77 ("skipped") without a GPU.
- * The causal longest-first work order (attention_bwd_sm90.cu, att90b_lpt_hshift: D = 128 causal
- * from S_kv = 8192; other fixed summation orders): each case and determinism loop predicts
- * whether it runs (cml__attention_bwd_sm90_lpt) and its launch counter must agree; the shapes with
- * S_kv = 8192 / 16384 below take it by the rule (2 kv heads interleaved, resp. one, odd), the
- * determinism loop at S = 8192 too, and on an sm_90 device at least one case must have (unless
- * CML_ATT_BWD_LPT=0). CML_ATT_BWD_LPT=1 puts every causal D = 128 case through it. */
+ * for a sanitizer run) keeps the cases of that head dim only. Exits 77 ("skipped") without a GPU. */
 #include "attention_places.h"
 #include "gpu_row_util.h"
 
@@ -36,7 +30,6 @@ int main(void) {
 static bool hopper;                /* an sm_90 device: the sm90 path must run */
 static int only_d;                 /* CML_TEST_ONLY_D: run the cases of this head dim only (0: all) */
 static int n_cases, n_cases_sm90; /* cases run, and those that ran on sm90 (twice each, as predicted) */
-static int n_cases_lpt;            /* sm90 cases in the longest-first order (as predicted) */
 
 /* ---- the float64 reference (contiguous (B, H, S, D) doubles) ---------------------------------- */
 
@@ -210,8 +203,7 @@ static void run_case(const shape *sh, bool causal, cml_dtype dt, int layout) {
         const char *path = cml__attention_bwd_cuda_path_name(gctx, d, dq, dk, dv, dout, q, k, v, o);
         const bool sm90 = strcmp(path, "sm90") == 0;
         CHECK_MSG(sm90 == hopper, "%s: predicted path %s on an sm_%d device", what, path, cml__cuda_arch(0));
-        const bool lpt = sm90 && cml__attention_bwd_sm90_lpt(d);
-        const long long runs0 = cml__attention_bwd_sm90_runs(), lpt0 = cml__attention_bwd_sm90_lpt_runs();
+        const long long runs0 = cml__attention_bwd_sm90_runs();
         void *outs[3] = {dq, dk, dv};
         const size_t nout[3] = {nq, nk, nv};
         const place *pl[3] = {&pr.pq, &pr.pk, &pr.pv};
@@ -230,10 +222,6 @@ static void run_case(const shape *sh, bool causal, cml_dtype dt, int layout) {
         }
         const long long runs = cml__attention_bwd_sm90_runs() - runs0;
         CHECK_MSG(runs == (sm90 ? 2 : 0), "%s: predicted path %s, but %lld sm90 launches for 2 runs", what, path, runs);
-        const long long lpt_runs = cml__attention_bwd_sm90_lpt_runs() - lpt0;
-        CHECK_MSG(lpt_runs == (lpt ? 2 : 0), "%s: predicted %s order, but %lld longest-first launches for 2 runs", what,
-                  lpt ? "the longest-first" : "the descending", lpt_runs);
-        n_cases_lpt += lpt && lpt_runs == 2;
         n_cases++;
         n_cases_sm90 += sm90 && runs == 2;
         static const char *const name[3] = {"dQ", "dK", "dV"};
@@ -265,8 +253,6 @@ static const shape SHAPES[] = {
     {2, 16, 8, 1025, 1025, 64}, /* more work tiles (144) than SMs: CTAs take several */
     {1, 1, 1, 1000, 1025, 64},
     {1, 1, 1, 4097, 4097, 64},  /* causal only (the reference's cost) */
-    {1, 2, 2, 300, 8192, 128},  /* causal only: longest first by the rule (64 key blocks, 2 kv heads interleaved) */
-    {1, 2, 1, 200, 16384, 128}, /* causal only: longest first, GQA, one kv head (odd: none interleaved) */
     /* D = 256 (BM = BN = 64: its own tiling) */
     {2, 2, 2, 1, 1, 256},       /* one query, one key */
     {1, 4, 2, 77, 77, 256},     /* GQA 2, partial tiles */
@@ -285,7 +271,7 @@ static void test_sweep(void) {
     for (int s = 0; s < N_SHAPES; s++)
         for (int causal = 0; causal < 2; causal++) {
             const shape *sh = &SHAPES[s];
-            if ((sh->Sq == 4097 || sh->Skv >= 8192) && !causal) continue;
+            if (sh->Sq == 4097 && !causal) continue;
             if (only_d && sh->D != only_d) continue;
             if (san && (sh->Sq > 300 || sh->Skv > 300 || causal != s % 2)) continue;
             const cml_dtype dt = san || (k % 2 == 0) ? CML_BF16 : CML_F16;
@@ -354,8 +340,7 @@ static void determinism(const shape sh, int reps) {
     CHECK(q && k && v && o && dout && dq && dk && dv && lse && got);
     if (q && k && v && o && dout && dq && dk && dv && lse && got) {
         upload(q, pr.q, nq), upload(k, pr.k, nk), upload(v, pr.v, nk), upload(dout, pr.dout, nq);
-        const bool lpt = hopper && cml__attention_bwd_sm90_lpt(d);
-        const long long runs0 = cml__attention_bwd_sm90_runs(), lpt0 = cml__attention_bwd_sm90_lpt_runs();
+        const long long runs0 = cml__attention_bwd_sm90_runs();
         int differ = 0, first_bad = -1;
         for (int r = 0; r < reps; r++) {
             for (int t = 0; t < 5; t++) poison(outs[t], n[t]);
@@ -374,13 +359,10 @@ static void determinism(const shape sh, int reps) {
                 }
             }
         }
-        const long long runs = cml__attention_bwd_sm90_runs() - runs0, lpt_runs = cml__attention_bwd_sm90_lpt_runs() - lpt0;
+        const long long runs = cml__attention_bwd_sm90_runs() - runs0;
         printf("  determinism: %d forward + backward runs (B=%lld Hq=%lld Hkv=%lld S=%lld D=%lld causal bf16), %lld on "
-               "the sm90 backward (%lld longest first), %d outputs differed from the first run's\n", reps,
-               (long long)sh.B, (long long)sh.Hq, (long long)sh.Hkv, (long long)sh.Sq, (long long)sh.D, runs, lpt_runs,
-               differ);
-        CHECK_MSG(lpt_runs == (lpt ? reps : 0), "determinism: %lld longest-first launches for %d runs (predicted %s)",
-                  lpt_runs, reps, lpt ? "all" : "none");
+               "the sm90 backward, %d outputs differed from the first run's\n", reps, (long long)sh.B, (long long)sh.Hq,
+               (long long)sh.Hkv, (long long)sh.Sq, (long long)sh.D, runs, differ);
         CHECK_MSG(differ == 0, "determinism: %d outputs differ from the first run's (first at run %d)", differ, first_bad);
         CHECK_MSG(runs == (hopper ? reps : 0), "determinism: %lld sm90 backward launches for %d runs", runs, reps);
         for (int t = 0; t < 5; t++) free(ref[t]);
@@ -394,7 +376,6 @@ static void determinism(const shape sh, int reps) {
 static void test_determinism(void) {
     determinism((shape){2, 8, 2, 777, 777, 128}, 1000);
     determinism((shape){2, 8, 2, 777, 777, 256}, 300);
-    if (!under_sanitizer()) determinism((shape){1, 8, 4, 8192, 8192, 128}, 200); /* longest first (the rule) */
 }
 
 int main(void) {
@@ -413,13 +394,6 @@ int main(void) {
                cml__cuda_arch(0), n_cases);
     CHECK_MSG(!hopper || (n_cases > 0 && n_cases_sm90 == n_cases), "sm_90 device: %d of %d cases on the sm90 path",
               n_cases_sm90, n_cases);
-    /* the longest-first order must have been exercised where its cases ran (not under the sanitizer, which
-     * skips the long shapes, unless CML_ATT_BWD_LPT=1; not with CML_ATT_BWD_LPT=0 or CML_TEST_ONLY_D != 128) */
-    const char *lpt_env = getenv("CML_ATT_BWD_LPT");
-    const bool lpt_off = lpt_env && strcmp(lpt_env, "0") == 0, lpt_on = lpt_env && strcmp(lpt_env, "1") == 0;
-    const bool want_lpt = hopper && !lpt_off && (!only_d || only_d == 128) && (!under_sanitizer() || lpt_on);
-    printf("longest-first order: %d of the sm90 cases%s\n", n_cases_lpt, lpt_on ? " (CML_ATT_BWD_LPT=1)" : "");
-    CHECK_MSG(!want_lpt || n_cases_lpt > 0, "no case ran the longest-first order");
     return th_finish();
 }
 #endif

@@ -5,7 +5,6 @@
  * attention_bwd_sm90.cuh; dev/attention_sm90/README.md ("Backward") has the measurements. */
 #include <cuda.h>
 #include <cuda_runtime.h>
-#include <stdlib.h>
 #include <string.h>
 #include "kernels/cuda/common/tma_map.h"
 
@@ -39,18 +38,15 @@ template <> struct att90b_cfg<256> { enum { BM = 64, ST = 1, NDQ = 2, BN = 64, H
 static int att90b_bm(int64_t D) { return D == 64 ? (int)att90b_cfg<64>::BM : (int)att90b_cfg<128>::BM; }
 static int att90b_bn(int64_t D) { return D == 256 ? (int)att90b_cfg<256>::BN : CML_ATT90B_BN; }
 
-/* The main kernel of a head dim: D = 64 / 128 share one, D = 256 has its own (same parameters).
- * lpt: the longest-first order (att90b_lpt_hshift), a kernel of its own (VAR LPT) at D = 128 only. */
+/* The main kernel of a head dim: D = 64 / 128 share one, D = 256 has its own (same parameters). */
 template <int DT, int D> struct att90b_main {
     typedef att90b_cfg<D> cfg;
-    static decltype(&cml__att90b_kernel<DT, D, cfg::BM, cfg::ST, cfg::NDQ, cfg::VAR>) get(bool lpt) {
-        if constexpr (D == 128)
-            if (lpt) return cml__att90b_kernel<DT, D, cfg::BM, cfg::ST, cfg::NDQ, cfg::VAR | CML_ATT90B_V_LPT>;
+    static decltype(&cml__att90b_kernel<DT, D, cfg::BM, cfg::ST, cfg::NDQ, cfg::VAR>) get() {
         return cml__att90b_kernel<DT, D, cfg::BM, cfg::ST, cfg::NDQ, cfg::VAR>;
     }
 };
 template <int DT> struct att90b_main<DT, 256> {
-    static decltype(&cml__att90b256_kernel<DT, att90b_cfg<256>::VAR>) get(bool) {
+    static decltype(&cml__att90b256_kernel<DT, att90b_cfg<256>::VAR>) get() {
         return cml__att90b256_kernel<DT, att90b_cfg<256>::VAR>;
     }
 };
@@ -78,41 +74,9 @@ extern "C" bool cml__attention_bwd_sm90_takes(const cml_ctx *ctx, const cml_atte
     return cml__cuda_arch(ctx->device.index) == 90;
 }
 
-static long long att90b_runs, att90b_lpt_runs;
+static long long att90b_runs;
 
 extern "C" long long cml__attention_bwd_sm90_runs(void) { return __atomic_load_n(&att90b_runs, __ATOMIC_RELAXED); }
-extern "C" long long cml__attention_bwd_sm90_lpt_runs(void) {
-    return __atomic_load_n(&att90b_lpt_runs, __ATOMIC_RELAXED);
-}
-
-/* The work order of the causal backward (attention_bwd_sm90.cuh's header): the longest-first order
- * (VAR LPT) or the descending one. Returns the hshift (log2 of the kv heads interleaved) to run
- * longest first with, or -1 for the descending order. Measured (dev/attention_sm90/README.md,
- * "Session 9 (helper h9c)": whole backward, longest first / descending, D = 128 causal, B S = 16k
- * tokens, 16 heads; convert launched apart): 2 heads interleaved 0.952 at S = 8k, 0.933 at 16k; none
- * 0.953 at 16k (0.983 with the PDL convert) but 1.13 at 8k; 1.1-2.5x slower at 2k / 4k and at every D = 64 / 256 point (the blocks of a head start
- * at the same query tile and queue on its ordered dQ adds: a cost per head in flight). Hence
- * D = 128, causal, n_kb >= 64 (S_kv >= 8192) with 2 heads interleaved where B H_kv is even, with
- * none from n_kb >= 128 where it is odd. CML_ATT_BWD_LPT=0 / =1 (read once): never / every causal
- * D = 128 problem (hshift 1 where B H_kv is even), for A/B runs and tests. */
-static int att90b_lpt_hshift(const cml_attention_desc *d, int n_kb) {
-    static int force = -2; /* -2: not read yet; -1: the rule; 0 / 1: never / always */
-    if (force == -2) {
-        const char *e = getenv("CML_ATT_BWD_LPT");
-        force = e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "1") == 0 ? 1 : -1;
-    }
-    if (d->D != 128 || !d->causal || force == 0) return -1;
-    const bool even = d->B * d->H_kv % 2 == 0; /* hshift 1 needs an even count of kv heads */
-    if (force == 1) return even ? 1 : 0;
-    if (n_kb >= 64 && even) return 1;
-    if (n_kb >= 128) return 0;
-    return -1;
-}
-
-extern "C" bool cml__attention_bwd_sm90_lpt(const cml_attention_desc *d) {
-    const int64_t BN = att90b_bn(d->D);
-    return att90b_lpt_hshift(d, (int)((d->S_kv + BN - 1) / BN)) >= 0;
-}
 
 static size_t round256(size_t n) { return (n + 255) & ~(size_t)255; }
 
@@ -128,7 +92,7 @@ static bool att90b_pdl_enabled(void) {
 
 template <int DT, int D>
 static cml_status att90b_launch(cml_ctx *ctx, const cml_attention_desc *d, void *dQ, const void *dO, const void *O,
-                                const float *lse, const CUtensorMap maps[4], cml__att90b_params p, bool lpt) {
+                                const float *lse, const CUtensorMap maps[4], cml__att90b_params p) {
     typedef att90b_cfg<D> cfg;
     typedef cml__att90b_smem<D, cfg::BM, cfg::ST, cfg::NDQ> sm;
     static_assert(sm::total <= 232448, "shared memory above the 227 KB a block may have");
@@ -156,7 +120,7 @@ static cml_status att90b_launch(cml_ctx *ctx, const cml_attention_desc *d, void 
         p.n_qt * BM, rows_pad, (float *)p.lse2, (float *)p.di, p.dq_sem, (int)n_sem);
     CML_TRY(cml__cuda_check_launch(att90b_fn, "cml__att90b_prep_kernel", dtn, rows_pad, pgrid, 256));
 
-    auto kern = att90b_main<DT, D>::get(lpt);
+    auto kern = att90b_main<DT, D>::get();
     CML_CUDA_TRY(att90b_fn, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm::total));
     const int sms = cml__cuda_sm_count(ctx->device.index);
     const unsigned grid = (unsigned)(p.total_tiles < sms || sms <= 0 ? p.total_tiles : sms);
@@ -170,10 +134,7 @@ static cml_status att90b_launch(cml_ctx *ctx, const cml_attention_desc *d, void 
     if (att90b_pdl_enabled()) {
         cudaLaunchAttribute at;
         const cudaLaunchConfig_t lc = cml__pdl_config(dim3(cgrid), dim3(256), s, &at);
-        auto conv = cml__att90b_dq_kernel<DT, D, cfg::BM, true>;
-        if constexpr (D == 128) /* after the longest-first order: each head's query tiles claimed downwards */
-            if (lpt) conv = cml__att90b_dq_kernel<DT, D, cfg::BM, true, true>;
-        const cudaError_t e = cudaLaunchKernelEx(&lc, conv, acc, (uint16_t *)dQ,
+        const cudaError_t e = cudaLaunchKernelEx(&lc, cml__att90b_dq_kernel<DT, D, cfg::BM, true>, acc, (uint16_t *)dQ,
                                                  (long long)d->q_stride[0], (long long)d->q_stride[1],
                                                  (long long)d->q_stride[2], p.Hq, p.Sq, p.n_qt, p.causal, off, p.scale,
                                                  n4, (const int *)p.dq_sem, unit_counter, p.n_kb);
@@ -214,11 +175,8 @@ extern "C" cml_status cml__attention_bwd_sm90(cml_ctx *ctx, const cml_attention_
      * key block of a head starts at query tile 0, and head-major tiles that start together wait on
      * each other's dQ adds down the key-block chain; interleaving heads removes that (+10-30% at
      * S = 2k). Measured best: 8 heads up to 16 key blocks, 4 beyond (8 lost L2 reuse at S = 8k).
-     * Causal tiles already start staggered; interleaving them only cost L2 reuse (up to -20%),
-     * except in the longest-first order, where they all start at the top query tile. */
+     * Causal tiles already start staggered; interleaving them only cost L2 reuse (up to -20%). */
     p.hshift = 0;
-    const int lpt_hshift = att90b_lpt_hshift(d, p.n_kb);
-    if (lpt_hshift >= 0) p.hshift = lpt_hshift; /* the longest-first order (see att90b_lpt_hshift) */
     if (!p.causal) {
         /* D = 256 (BN 64): 4 heads up to 32 key blocks, 2 up to 64, 1 beyond: with 4 heads its (faster,
          * session-9) consumers queue on the ordered dQ adds from S = 8k on (dev/attention_sm90/README.md,
@@ -231,17 +189,15 @@ extern "C" cml_status cml__attention_bwd_sm90(cml_ctx *ctx, const cml_attention_
     p.dK = dK;
     p.dV = dV;
     for (int i = 0; i < 3; i++) p.dk_s[i] = d->k_stride[i], p.dv_s[i] = d->v_stride[i];
-    const bool lpt = lpt_hshift >= 0;
     cml_status st;
     if (d->dtype == CML_F16)
-        st = D == 64    ? att90b_launch<CML_ATT90_F16, 64>(ctx, d, dQ, dO, O, lse, maps, p, lpt)
-             : D == 128 ? att90b_launch<CML_ATT90_F16, 128>(ctx, d, dQ, dO, O, lse, maps, p, lpt)
-                        : att90b_launch<CML_ATT90_F16, 256>(ctx, d, dQ, dO, O, lse, maps, p, lpt);
+        st = D == 64    ? att90b_launch<CML_ATT90_F16, 64>(ctx, d, dQ, dO, O, lse, maps, p)
+             : D == 128 ? att90b_launch<CML_ATT90_F16, 128>(ctx, d, dQ, dO, O, lse, maps, p)
+                        : att90b_launch<CML_ATT90_F16, 256>(ctx, d, dQ, dO, O, lse, maps, p);
     else
-        st = D == 64    ? att90b_launch<CML_ATT90_BF16, 64>(ctx, d, dQ, dO, O, lse, maps, p, lpt)
-             : D == 128 ? att90b_launch<CML_ATT90_BF16, 128>(ctx, d, dQ, dO, O, lse, maps, p, lpt)
-                        : att90b_launch<CML_ATT90_BF16, 256>(ctx, d, dQ, dO, O, lse, maps, p, lpt);
+        st = D == 64    ? att90b_launch<CML_ATT90_BF16, 64>(ctx, d, dQ, dO, O, lse, maps, p)
+             : D == 128 ? att90b_launch<CML_ATT90_BF16, 128>(ctx, d, dQ, dO, O, lse, maps, p)
+                        : att90b_launch<CML_ATT90_BF16, 256>(ctx, d, dQ, dO, O, lse, maps, p);
     if (st == CML_OK) __atomic_add_fetch(&att90b_runs, 1, __ATOMIC_RELAXED);
-    if (st == CML_OK && lpt) __atomic_add_fetch(&att90b_lpt_runs, 1, __ATOMIC_RELAXED);
     return st;
 }

@@ -43,37 +43,24 @@
  * Deterministic dQ. The key blocks that touch a query tile are a prefix 0 .. N_m of the kv
  * head's key blocks (non-causal: all; causal: key block n is seen by the queries
  * i >= n BN - (S_kv - S_q), a suffix, so a tile seen by block n is seen by every block before
- * it). They add in a FIXED order: block n's partial of query tile (b, h, m) is added when the
- * semaphore sem[b, h, m] (how many have added) equals its rank (rank 0 stores instead of
- * adding); then the writer waits for the add to complete and increments the semaphore (release).
- * The float additions of every dQ element run in one order, fixed by the shape and the kernel's
- * order: bitwise reproducible. Two orders (cml__att90b_rank, cml__att90b_tile_pos):
- *   descending (every launch but the one below): rank N_m - n. Every key block walks its query
- *     tiles upwards from the first it sees, so under the causal mask block n + 1 (which sees
- *     fewer tiles) reaches tile m BN / BM steps before block n does; adding in descending n,
- *     nobody waits for long (in ascending order with upward walks, block n would wait at its
- *     first tile until block 0 got there: every block of a head would take as long as block 0).
- *     Work tiles are numbered so that (g, n + 1) comes before (g, n). Causal: block 0, the
- *     longest (every query tile), is claimed last in its head, so the grid ends with an idle
- *     tail (~7% of the main kernel).
- *   longest first (VAR LPT: D = 128 causal from S_kv = 8k, attention_bwd_sm90.cu's
- *     att90b_lpt_hshift; session 9's h9c, ported in session 11): rank n, block 0 first. Every
- *     key block walks its query tiles DOWNWARDS from the top one (n_qt - 1, seen by every
- *     block), so block n trails block n - 1 at each tile; work tiles are numbered so that
- *     (g, n - 1) comes before (g, n): the longest blocks are claimed first and the tail shrinks
- *     (h9c: 7.0 -> 2.5% at 8k). Its cost: the blocks of a head claimed together queue on the
- *     top tile's ordered adds (block n waits for n adds before its first), hence only where few
- *     heads are in flight at once (long S_kv) and with 2 heads interleaved.
- * Forward progress, either order: a tile (g, n) waits only on the key blocks of lower rank of
- * its head (descending: n + 1 .. N_m; longest first: 0 .. n - 1), and the tile order numbers
- * them all lower (heads in groups of 2^hshift, interleaved inside a group:
- * cml__att90b_tile_pos). Every tile, the first too, is claimed from an atomic counter, so each
- * CTA holds tiles in increasing order and a claimed tile's CTA is running (CTAs that never got
- * onto an SM hold nothing). Take the lowest unfinished tile T = (g, n): every lower tile is
- * finished; T's CTA is working on T (its own earlier tiles are lower, hence finished; tiles it
- * claimed later only wait behind T inside the CTA, and its dQ writers take partials in step
- * order, T's before theirs); the key blocks T waits on are lower tiles, which have all added.
- * So T finishes, and by induction every tile does, whatever the grid size and co-residency.
+ * it). They add in the FIXED order N_m, N_m - 1, ..., 0: block n's partial of query tile
+ * (b, h, m) is added when the semaphore sem[b, h, m] (how many have added) equals its rank
+ * N_m - n (rank 0 stores instead of adding); then the writer waits for the add to complete and
+ * increments the semaphore (release). The float additions of every dQ element run in one order:
+ * bitwise reproducible.
+ * Why that order: every key block walks its query tiles upwards from the first it sees, so under
+ * the causal mask block n + 1 (which sees fewer tiles) reaches tile m BN / BM steps before block
+ * n does; adding in descending n, nobody waits for long (in ascending order, block n would wait at
+ * its first tile until block 0 got there: every block of a head would take as long as block 0).
+ * Forward progress: work tiles are numbered so that (g, n + 1) comes before (g, n) for every kv
+ * head g = b H_kv + hk (key blocks descending; heads in groups of 2^hshift, interleaved inside a
+ * group: cml__att90b_tile_pos), and every tile, the first too, is claimed from an
+ * atomic counter, so each CTA holds tiles in increasing order and a claimed tile's CTA is
+ * running (CTAs that never got onto an SM hold nothing). Take the lowest unfinished tile
+ * T = (g, n): every lower tile is finished; T's CTA is working on T (its own earlier tiles are
+ * lower, hence finished; tiles it claimed later only wait behind T inside the CTA); T waits only
+ * on the semaphores of key blocks n + 1 .. N_m of its head, lower tiles, which have all added. So
+ * T finishes, and by induction every tile does, whatever the grid size and co-residency.
  * Masking by position only (keys past S_kv, the causal diagonal) on the tiles that need it; no
  * data-dependent branches: constant time per shape. */
 #ifndef CML_KERNELS_CUDA_ATTENTION_ATTENTION_BWD_SM90_CUH
@@ -116,10 +103,6 @@ typedef struct cml__att90b_params {
  *              hand-off), except on a tile's last step (K, V stay until its own dQ product);
  *   EXITT:     (session 8; D = 256 too since session 9) %globaltimer at CTA start and at each
  *              consumer's exit into p.prof[64 blockIdx + 60 .. 62]: how long SMs idle in the kernel's tail.
- *   LPT:       (session 11; D = 64 / 128 kernel only, the library runs it at D = 128) the longest-first
- *              tile order and key-block order of the dQ adds (header): other fixed orders, so other
- *              (equally reproducible) bits (dQ's adds; dK, dV sum the query tiles downwards). A template
- *              flag, not a parameter, so that every other kernel compiles to the code it had before.
  * Measured and removed (dev/attention_sm90/README.md, session 11; patches s11_prepoll.patch, s11_writers.patch):
  * SPIN (relaxed polls without sleep: 1.11-1.21x slower), PREPOLL (the writers' turn waited before the partial
  * is ready), 64 / 256 ns poll sleeps, three placements of D = 256's writer threads, semaphores on lines of
@@ -140,8 +123,7 @@ enum {
     CML_ATT90B_V_PROF = 1,
     CML_ATT90B_V_UNORDERED = 2,
     CML_ATT90B_V_EARLYREL = 32,
-    CML_ATT90B_V_EXITT = 256,
-    CML_ATT90B_V_LPT = 8192
+    CML_ATT90B_V_EXITT = 256
 };
 
 /* Phase timer (VAR & PROF): lap(slot) adds the cycles since the last lap to counter slot. */
@@ -197,24 +179,21 @@ enum { CML_ATT90B_FIRST = 1, CML_ATT90B_LAST = 2, CML_ATT90B_MASK = 4 };
 
 /* Work tile -> (key block n, kv head g = b H_kv + hk). The kv heads go in groups of
  * 2^p.hshift (a divisor of B H_kv); inside a group the tiles are numbered key block major,
- * descending, head fastest: tile = (group n_kb + n_kb - 1 - n) 2^hshift + g % 2^hshift (LPT:
- * ascending, (group n_kb + n) 2^hshift + ..). So the tile of (g, n + 1) (LPT: (g, n - 1)), the
- * one (g, n) waits on, is numbered 2^hshift lower (see the header), and consecutive claims go to
- * different heads: tiles that start together do not wait on each other (hshift = 0: head-major,
- * the blocks of a head one after the other). */
-template <bool LPT = false>
+ * descending, head fastest: tile = (group n_kb + n_kb - 1 - n) 2^hshift + g % 2^hshift. So the
+ * tile of (g, n + 1), the one (g, n) waits on, is numbered 2^hshift lower (see the header), and
+ * consecutive claims go to different heads: tiles that start together do not wait on each other
+ * (hshift = 0: head-major, the blocks of a head one after the other). */
 static __device__ __forceinline__ void cml__att90b_tile_pos(const cml__att90b_params &p, int tile, int &n, int &g) {
     const int u = tile >> p.hshift, grp = u / p.n_kb;
-    n = LPT ? u - grp * p.n_kb : p.n_kb - 1 - (u - grp * p.n_kb);
+    n = p.n_kb - 1 - (u - grp * p.n_kb);
     g = grp << p.hshift | (tile & ((1 << p.hshift) - 1));
 }
 
 /* The rank of key block n among those that add to query tile m: the last key block that sees the
- * tile adds first (rank 0), key block 0 last (LPT: key block 0 first, rank n). Causal: query rows
- * up to i_last see key blocks 0 .. (i_last + S_kv - S_q) / BN. */
-template <int BM, int BN = CML_ATT90B_BN, bool LPT = false>
+ * tile adds first (rank 0), key block 0 last. Causal: query rows up to i_last see key blocks
+ * 0 .. (i_last + S_kv - S_q) / BN. */
+template <int BM, int BN = CML_ATT90B_BN>
 static __device__ __forceinline__ int cml__att90b_rank(const cml__att90b_params &p, int m, int n) {
-    if (LPT) return n;
     int last = p.n_kb - 1;
     if (p.causal) {
         const int i_last = ((m + 1) * BM < p.Sq ? (m + 1) * BM : p.Sq) - 1;
@@ -348,26 +327,18 @@ static __global__ void __launch_bounds__(256, D == 256 ? 4 : 8) /* D = 256: 8 16
  * whole block through *slot. Units are claimed in order, and the main kernel completes the query
  * tiles in roughly that order (head groups one after the other; inside a group, key block 0
  * walks the query tiles upwards last), so blocks that started early on SMs the main kernel's
- * tail freed convert most of the tensor before it ends. DESC (after a main kernel with VAR LPT:
- * its key blocks walk downwards and tile m's last adder, block N_m ~ m BM / BN, gets there at the
- * end of its walk, so a head's tiles complete top first): each (b, h)'s query tiles are claimed
- * downwards too (unit -> the same unit of tile n_qt - 1 - m of its (b, h)). Either way every unit
- * is converted once, after its semaphore says complete: the order changes no bits.
+ * tail freed convert most of the tensor before it ends.
  * Memory order: the writer of a part's last partial waits for its bulk add to COMPLETE
  * (cp.async.bulk.wait_group 0, not .read), fences the async proxy against the generic one
  * (fence.proxy.async.global) and only then releases the semaphore (red.release.gpu,
  * cml__att90b_write_dq); thread 0 acquires it (ld.acquire.gpu) and the block barrier orders every
  * thread's plain loads of the part after that acquire. */
-template <int D, int BM, bool DESC>
+template <int D, int BM>
 static __device__ __forceinline__ int cml__att90b_dq_ready(int unit, const int *sem, int n_units, int Sq, int n_qt,
                                                            int n_kb, int causal, int off, int *slot) {
     enum { HALVES = D == 256 ? 2 : 1, BN = D == 256 ? 64 : CML_ATT90B_BN };
     if (threadIdx.x == 0) {
         if (unit < n_units) {
-            if (DESC) { /* 2 HALVES units per query tile: the same unit of the mirror tile */
-                const int m = unit / (2 * HALVES) % n_qt;
-                unit += 2 * HALVES * (n_qt - 1 - 2 * m);
-            }
             const int part = unit / 2, m = part / HALVES % n_qt;
             const int i_last = (m * BM + BM < Sq ? m * BM + BM : Sq) - 1;
             /* key blocks 0 .. last add to the tile (cml__att90b_rank); none when causal rows see no key */
@@ -400,15 +371,14 @@ static __device__ __forceinline__ int cml__att90b_dq_ready(int unit, const int *
  * WAIT = false: launched after the main kernel completed (plain stream order), units by grid
  * stride. WAIT = true: launched programmatically after the main kernel (which triggers at its
  * start), units claimed in order from unit_counter, each converted once its part is complete
- * (cml__att90b_dq_ready, DESC: in the order VAR LPT completes them); sem, unit_counter and n_kb
- * are unused otherwise. Forward progress: the
+ * (cml__att90b_dq_ready); sem, unit_counter and n_kb are unused otherwise. Forward progress: the
  * dependent launch happens only once every main CTA has started (each triggers first thing), so
  * a convert block only ever takes an SM a main CTA has left and waits only on main CTAs that are
  * running (whose progress needs nothing of the convert kernel: header), never on another convert
  * block. Each block ends at griddepcontrol.wait, so that the convert grid completes only after
  * the main kernel has: what follows on the stream (the next backward's prep zeroes the
  * semaphores, dK and dV are read) sees both complete. */
-template <int DT, int D, int BM, bool WAIT = false, bool DESC = false>
+template <int DT, int D, int BM, bool WAIT = false>
 static __global__ void __launch_bounds__(256, 8)
     cml__att90b_dq_kernel(const float4 *acc, uint16_t *dQ, long long qs0, long long qs1, long long qs2, int Hq,
                           int Sq, int n_qt, int causal, int off, float scale, long long n4, const int *sem,
@@ -420,7 +390,7 @@ static __global__ void __launch_bounds__(256, 8)
     const int t = threadIdx.x % 128, qpar = threadIdx.x / 128, warp = t / 32, lane = t % 32;
     const int frow = 16 * warp + lane / 4, fword = lane % 4; /* this thread's fragment position */
     int claim = WAIT && threadIdx.x == 0 ? atomicAdd(unit_counter, 1) : 0; /* WAIT: thread 0's claims */
-    int unit = WAIT ? cml__att90b_dq_ready<D, BM, DESC>(claim, sem, n_units, Sq, n_qt, n_kb, causal, off, &next_unit)
+    int unit = WAIT ? cml__att90b_dq_ready<D, BM>(claim, sem, n_units, Sq, n_qt, n_kb, causal, off, &next_unit)
                     : (int)blockIdx.x;
     while (unit < n_units) {
         if (WAIT && threadIdx.x == 0) claim = atomicAdd(unit_counter, 1); /* the next, in flight under this one */
@@ -449,7 +419,7 @@ static __global__ void __launch_bounds__(256, 8)
             if (i0 + r < Sq) *(uint4 *)(dst + (long long)(i0 + r) * qs1 + 8 * cc) = *(const uint4 *)&stage[r * P + 4 * cc];
         }
         /* WAIT: every thread read next_unit before the barriers above, so thread 0 may overwrite it */
-        unit = WAIT ? cml__att90b_dq_ready<D, BM, DESC>(claim, sem, n_units, Sq, n_qt, n_kb, causal, off, &next_unit)
+        unit = WAIT ? cml__att90b_dq_ready<D, BM>(claim, sem, n_units, Sq, n_qt, n_kb, causal, off, &next_unit)
                     : unit + (int)gridDim.x;
     }
     if (WAIT) cml__pdl_wait();
@@ -463,8 +433,6 @@ static __device__ __forceinline__ void cml__att90b_produce(const CUtensorMap *ma
                                                            const CUtensorMap *map_v, const CUtensorMap *map_do,
                                                            const cml__att90b_params &p, uint8_t *smem) {
     typedef cml__att90b_smem<D, BM, ST, NDQ> sm;
-    constexpr bool LPT = (VAR & CML_ATT90B_V_LPT) != 0;
-    static_assert(!LPT || D != 256, "the D = 256 kernel computes the descending rank itself");
     const int BN = sm::BN;
     uint64_t *bars = (uint64_t *)(smem + sm::off_bar);
     uint64_t *kv_full = bars, *q_full = bars + 1, *do_full = q_full + ST, *qd_empty = do_full + ST;
@@ -482,7 +450,7 @@ static __device__ __forceinline__ void cml__att90b_produce(const CUtensorMap *ma
         const int tile = atomicAdd(p.tile_counter, 1);
         if (tile >= p.total_tiles) break;
         int n, g;
-        cml__att90b_tile_pos<LPT>(p, tile, n, g);
+        cml__att90b_tile_pos(p, tile, n, g);
         const int b = g / p.Hkv, hk = g % p.Hkv;
         const int j0 = n * BN, m_first = cml__att90b_first_qtile<BM>(p, j0);
         /* the last tile's K, V are read once its last step is done (which includes its dQ products) */
@@ -492,17 +460,17 @@ static __device__ __forceinline__ void cml__att90b_produce(const CUtensorMap *ma
         cml__mbar_arrive_expect_tx(kv_full, 2 * sm::kv_bytes);
         cml__att90_load<D>(smem + sm::off_k, map_k, kv_full, j0, hk, b, BN);
         cml__att90_load<D>(smem + sm::off_v, map_v, kv_full, j0, hk, b, BN);
-        /* every query head of the group, query tiles m_first .. n_qt - 1 upwards (LPT: downwards):
-         * at least one step (see the header); the first and last steps are flagged */
+        /* every query head of the group, query tiles from m_first up: at least one step (see the
+         * header); the first and last steps are flagged */
         const int h_end = (hk + 1) * p.group;
         int flags = CML_ATT90B_FIRST;
         for (int h = hk * p.group; h < h_end; h++) {
-            for (int m = LPT ? p.n_qt - 1 : m_first; LPT ? m >= m_first : m < p.n_qt; m += LPT ? -1 : 1, it++) {
+            for (int m = m_first; m < p.n_qt; m++, it++) {
                 const int s = it % ST;
                 pf.lap(58);
                 if (it >= ST) cml__mbar_wait(&qd_empty[s], (it / ST - 1) & 1); /* step it - ST is done with it */
                 pf.lap(57);
-                if (h == h_end - 1 && m == (LPT ? m_first : p.n_qt - 1)) flags |= CML_ATT90B_LAST;
+                if (h == h_end - 1 && m == p.n_qt - 1) flags |= CML_ATT90B_LAST;
                 const int idx = (b * p.Hq + h) * p.n_qt + m, i0 = m * BM, off = p.Sk - p.Sq;
                 const bool mask = j0 + BN > p.Sk || (p.causal && i0 < j0 + BN - 1 - off);
                 meta[s] = make_int4(idx, j0, m, flags | (mask ? CML_ATT90B_MASK : 0));
@@ -759,7 +727,6 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
     typedef cml__att90b_smem<D, BM, ST, NDQ> sm;
     const int BN = CML_ATT90B_BN;
     const bool EARLYREL = (VAR & CML_ATT90B_V_EARLYREL) != 0;
-    const bool LPT = (VAR & CML_ATT90B_V_LPT) != 0; /* the longest-first order's rank (header) */
     extern __shared__ uint8_t cml__att90b_smem_raw[];
     /* aligned by pointer arithmetic on the __shared__ array (not through an integer), so that the
      * compiler keeps knowing the accesses are shared-memory ones (LDS/STS, not generic) */
@@ -919,7 +886,7 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
                 pf.lap(ps + 11);
             }
             const int idx = tile;
-            const int rank = cml__att90b_rank<BM, CML_ATT90B_BN, LPT>(p, m, j0 / BN); /* no runtime division */
+            const int rank = cml__att90b_rank<BM>(p, m, j0 / BN); /* no runtime division */
             if (last) { /* this step's dQ product too, before K is replaced */
                 float dq2[32];
                 cml__att90b_dq_issue_lo<DT, D, BM, ST, NDQ>(dq2, smem, it, ds_lo, kdq_lo);

@@ -41,12 +41,6 @@ cml_status cml__attention_bwd_sm90(cml_ctx *ctx, const cml_attention_desc *desc,
 /* Launches of the sm90 backward so far in this process (tests: which path ran). */
 long long cml__attention_bwd_sm90_runs(void);
 
-/* Whether the sm90 backward runs desc in the causal longest-first work order (attention_bwd_sm90.cu,
- * att90b_lpt_hshift; CML_ATT_BWD_LPT=0 / =1 switch it off / on for every causal D = 128 problem),
- * should it take desc; and how many of its launches so far did (tests). */
-bool cml__attention_bwd_sm90_lpt(const cml_attention_desc *desc);
-long long cml__attention_bwd_sm90_lpt_runs(void);
-
 /* "sm90", "mma" or "simt": the backward path cml_attention_bwd takes on CUDA (tests, benchmarks). */
 const char *cml__attention_bwd_cuda_path_name(const cml_ctx *ctx, const cml_attention_desc *desc, const void *dQ,
                                               const void *dK, const void *dV, const void *dO, const void *Q,
