@@ -183,13 +183,6 @@ static const variant VARIANTS[] = {
     {"unord", LIB_MAIN(CML_ATT90B_V_UNORDERED), 1, 0, LIB_HG, 0},
     {"lib (2)", LIB_MAIN(0), 0, 0, LIB_HG, 0},
     {"unord (2)", LIB_MAIN(CML_ATT90B_V_UNORDERED), 1, 0, LIB_HG, 0},
-#elif SET == 8
-    /* session 11: the dQ half buffers in two 16 KB pieces (DQSPLIT); bitwise equal to lib */
-    {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0},
-    {"dqsplit", LIB_MAIN(CML_ATT90B_V_DQSPLIT), 0, 0, LIB_HG, 0},
-    {"lib (2)", LIB_MAIN(0), 0, 0, LIB_HG, 0},
-    {"dqsplit (2)", LIB_MAIN(CML_ATT90B_V_DQSPLIT), 0, 0, LIB_HG, 0},
-    {"dqsplit prof", LIB_MAIN(CML_ATT90B_V_DQSPLIT | CML_ATT90B_V_PROF), 0, 1, LIB_HG, 0},
 #elif SET == 7
     /* session 11: the consumers' phases (D = 256 since session 11) with and without the dQ order */
     {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0},

@@ -103,10 +103,6 @@ typedef struct cml__att90b_params {
  *              hand-off), except on a tile's last step (K, V stay until its own dQ product);
  *   EXITT:     (session 8; D = 256 too since session 9) %globaltimer at CTA start and at each
  *              consumer's exit into p.prof[64 blockIdx + 60 .. 62]: how long SMs idle in the kernel's tail.
- *   DQSPLIT:   (session 11; D = 256) each dQ half buffer in two 16 KB pieces with an empty barrier each: the
- *              writer adds them as two bulk groups and frees the first once it is read, so the consumer stores
- *              its next partial's first piece while the writer still reads the second (the profile: consumer 1
- *              waits ~1600 cycles a step for its buffer). Same adds per element, same order: same bits.
  * Measured and removed (dev/attention_sm90/README.md, session 11; patches s11_prepoll.patch, s11_writers.patch):
  * SPIN (relaxed polls without sleep: 1.11-1.21x slower), PREPOLL (the writers' turn waited before the partial
  * is ready), 64 / 256 ns poll sleeps, three placements of D = 256's writer threads, semaphores on lines of
@@ -127,8 +123,7 @@ enum {
     CML_ATT90B_V_PROF = 1,
     CML_ATT90B_V_UNORDERED = 2,
     CML_ATT90B_V_EARLYREL = 32,
-    CML_ATT90B_V_EXITT = 256,
-    CML_ATT90B_V_DQSPLIT = 512
+    CML_ATT90B_V_EXITT = 256
 };
 
 /* Phase timer (VAR & PROF): lap(slot) adds the cycles since the last lap to counter slot. */
@@ -548,24 +543,11 @@ static __device__ __forceinline__ void cml__att90b_write_dq(const cml__att90b_pa
         while (cml__att90b_ld_acquire(sem) != mt.y) __nanosleep(32); /* key blocks 0 .. rank-1 have added */
         pf.lap(ps + 1);
         cml__fence_proxy_async_global();
-        if constexpr (D == 256 && (VAR & CML_ATT90B_V_DQSPLIT) != 0) { /* two pieces, each freed once read */
-            enum { HB = sm::dq_bytes / 2 };
-            for (int k = 0; k < 2; k++) {
-                if (mt.y == 0) cml__bulk_store(dst + k * (HB / 4), src + k * (HB / 4), HB);
-                else cml__bulk_reduce_add_f32(dst + k * (HB / 4), src + k * (HB / 4), HB);
-                cml__bulk_commit();
-            }
-            cml__bulk_wait_read<1>();
-            cml__mbar_arrive(&dq_empty[qb]); /* the first piece may be refilled */
-            cml__bulk_wait_read<0>();
-            cml__mbar_arrive((uint64_t *)(smem + sm::off_bar2) + qb);
-        } else {
-            if (mt.y == 0) cml__bulk_store(dst, src, sm::dq_bytes);
-            else cml__bulk_reduce_add_f32(dst, src, sm::dq_bytes);
-            cml__bulk_commit();
-            cml__bulk_wait_read<0>();
-            cml__mbar_arrive(&dq_empty[qb]); /* the buffer may be refilled */
-        }
+        if (mt.y == 0) cml__bulk_store(dst, src, sm::dq_bytes);
+        else cml__bulk_reduce_add_f32(dst, src, sm::dq_bytes);
+        cml__bulk_commit();
+        cml__bulk_wait_read<0>();
+        cml__mbar_arrive(&dq_empty[qb]); /* the buffer may be refilled */
         pf.lap(ps + 2);
         cml__bulk_wait<0>();             /* the add is done ... */
         cml__fence_proxy_async_global();

@@ -62,8 +62,7 @@ struct cml__att90b_smem<256, 64, 1, 2> {
         off_dqmeta = off_meta + 16,
         off_bar = off_dqmeta + 2 * 16,
         n_bars = 14, /* the last two: the second dQ writers' full barriers (cml__att90b_write_dq) */
-        off_bar2 = off_bar + 8 * n_bars, /* dev VAR DQSPLIT: dq_empty2[2], the second pieces' empty barriers */
-        total = 1024 + off_bar2 + 16
+        total = 1024 + off_bar + 8 * n_bars
     };
 };
 typedef cml__att90b_smem<256, 64, 1, 2> cml__att90b256_sm;
@@ -136,7 +135,6 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
     uint64_t *kv_full = bars, *q_full = bars + 1, *do_full = bars + 2, *qd_empty = bars + 3;
     uint64_t *dq_full = bars + 4 + ROLE, *dq_empty = bars + 6 + ROLE;
     uint64_t *dq_full2 = bars + 12 + ROLE; /* odd partials' (the second writer's) full barrier */
-    uint64_t *dq_empty2 = (uint64_t *)(smem + sm::off_bar2) + ROLE; /* VAR DQSPLIT: the second piece's */
     uint64_t *p_full = bars + 8, *p_empty = bars + 9, *ds_full = bars + 10, *ds_empty = bars + 11;
     const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
     const int key_loc = 16 * warp + lane / 4; /* this thread's key rows of S^T / dP^T / dK / dV: key_loc, +8 */
@@ -276,20 +274,9 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
          * + t: 64-column block c = q / 8 of the half, q % 8 within it) */
         if (it > 0) cml__mbar_wait(dq_empty, (it - 1) & 1);
         pf.lap(ps + 10);
-        if constexpr ((VAR & CML_ATT90B_V_DQSPLIT) != 0) {
-            /* pieces of 16 KB: float4s 0..1023 (q % 8 < 4), then 1024..2047, each once the writer read it */
 #pragma unroll
-            for (int q = 0; q < 16; q++)
-                if (q % 8 < 4) dqs[(q % 8) * 256 + (q / 8) * 128 + t] = make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
-            if (it > 0) cml__mbar_wait(dq_empty2, (it - 1) & 1);
-#pragma unroll
-            for (int q = 0; q < 16; q++)
-                if (q % 8 >= 4) dqs[(q % 8) * 256 + (q / 8) * 128 + t] = make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
-        } else {
-#pragma unroll
-            for (int q = 0; q < 16; q++)
-                dqs[(q % 8) * 256 + (q / 8) * 128 + t] = make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
-        }
+        for (int q = 0; q < 16; q++)
+            dqs[(q % 8) * 256 + (q / 8) * 128 + t] = make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
         if (t == 0)
             *dq_meta = make_int4(tile * 2 + ROLE, cml__att90b_rank<64, 64>(p, m, n), 0, 0);
         cml__fence_proxy_async_smem();
@@ -337,8 +324,6 @@ static __global__ void __launch_bounds__(CML_ATT90B_THREADS, 1)
         cml__mbar_init(&bars[10], 128); /* ds_full: consumer 1's threads wrote dS^T */
         cml__mbar_init(&bars[11], 2);   /* ds_empty: both consumers' dQ products read it */
         for (int c = 0; c < 2; c++) cml__mbar_init(&bars[12 + c], 4); /* dq_full2: as dq_full, odd partials */
-        if constexpr ((VAR & CML_ATT90B_V_DQSPLIT) != 0)
-            for (int c = 0; c < 2; c++) cml__mbar_init((uint64_t *)(smem + sm::off_bar2) + c, 1); /* dq_empty2 */
         cml__mbar_init_fence();
     }
     __syncthreads();
