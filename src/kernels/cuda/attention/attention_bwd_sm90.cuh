@@ -103,10 +103,11 @@ typedef struct cml__att90b_params {
  *              hand-off), except on a tile's last step (K, V stay until its own dQ product);
  *   EXITT:     (session 8; D = 256 too since session 9) %globaltimer at CTA start and at each
  *              consumer's exit into p.prof[64 blockIdx + 60 .. 62]: how long SMs idle in the kernel's tail.
- * Measured and removed (dev/attention_sm90/README.md, session 11; patches s11_prepoll.patch, s11_writers.patch):
- * SPIN (relaxed polls without sleep: 1.11-1.21x slower), PREPOLL (the writers' turn waited before the partial
- * is ready), 64 / 256 ns poll sleeps, three placements of D = 256's writer threads, semaphores on lines of
- * their own: none faster. PROF records D = 256's consumer phases too since session 11.
+ * Measured and removed (dev/attention_sm90/README.md, session 11; patches s11_prepoll.patch, s11_writers.patch,
+ * s11_dqsplit.patch, s11b_lpt128.patch): SPIN (relaxed polls without sleep: 1.11-1.21x slower), PREPOLL (the
+ * writers' turn waited before the partial is ready), 64 / 256 ns poll sleeps, three placements of D = 256's
+ * writer threads, semaphores on lines of their own, D = 256's dQ buffers in two pieces, the longest-first order
+ * at D = 128 (h9c's, ported): none faster. PROF records D = 256's consumer phases too since session 11.
  * The consumer step's "instruction diet" (session 8, part 3; measured and made the only code path in
  * session 9, D = 256's kernel too, dev/attention_sm90/README.md): the producer hands each step
  * {semaphore index, j0, m, flags | mask} over (no runtime division in the consumers' step; (b, hk)

@@ -157,7 +157,7 @@ static __device__ __forceinline__ void cml__att90b256_consume(const cml__att90b_
     float4 *dqs = (float4 *)(smem + sm::off_dq + ROLE * sm::dq_bytes);
     float acc[128]; /* dV (ROLE 0) or dK (ROLE 1) of the tile's 64 keys, all 256 columns */
     int tcount = 0;
-    cml__att90b_prof<VAR> pf; /* dev VAR PROF: slots 20 ROLE + 0..12 (bwd_harness's SLOT_NAMES256), 17 steps */
+    cml__att90b_prof<VAR> pf; /* dev VAR PROF: slots 20 ROLE + 0..12 (bwd_harness's SLOT_NAMES at HD 256), 17 steps */
     pf.init(t == 0 ? p.prof : NULL);
     const int ps = 20 * ROLE;
     for (int it = 0;; it++) {
