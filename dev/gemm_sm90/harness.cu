@@ -16,6 +16,12 @@
 
 #include "kernels/cuda/gemm/gemm_sm90_kernel.cuh"
 
+/* the 192-wide ring: 4 stages, or 5 (-DHARNESS_192_STAGES=5: the library's ring for launches of at most
+ * 2 tiles a CTA, such as the 192-wide weight gradients) */
+#ifndef HARNESS_192_STAGES
+#define HARNESS_192_STAGES 4
+#endif
+
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 
 static void make_map(CUtensorMap *m, void *p, uint64_t inner, uint64_t rows, uint64_t ld_bytes, uint32_t b0, uint32_t b1) {
@@ -51,10 +57,10 @@ static void launch1(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensor
     p.groups = NULL;
     p.n_groups = 0;
     p.tma_store = tma;
-    int clusters = p.cluster_rows * p.tiles_n, max_clusters = sms / CL;
+    static int max_clusters;
+    int clusters = p.cluster_rows * p.tiles_n;
     cudaLaunchConfig_t cfg;
     memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = dim3((clusters < max_clusters ? clusters : max_clusters) * CL);
     cfg.blockDim = dim3(CML_SM90_THREADS);
     cfg.dynamicSmemBytes = smem_t::total;
     cudaLaunchAttribute attr[1];
@@ -64,10 +70,24 @@ static void launch1(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensor
     attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
+    if (!max_clusters) { /* the persistent grid: at most the clusters that can be resident at once
+                          * (clusters of 4 or 8: 30 or 15 on the H100, session 8), else the last
+                          * ones would run after the others as a second wave */
+        max_clusters = sms / CL;
+        if (CL > 2) {
+            int resident = 0;
+            cfg.gridDim = dim3(CL * 16);
+            CK(cudaOccupancyMaxActiveClusters(&resident, gemm_sm90_kernel<BN, STAGES, CML_SM90_BF16, TA, TB, CL, PP>,
+                                              &cfg));
+            if (resident < max_clusters) max_clusters = resident;
+            printf("cluster %d: at most %d resident clusters (%d CTAs)\n", CL, max_clusters, max_clusters * CL);
+        }
+    }
+    cfg.gridDim = dim3((clusters < max_clusters ? clusters : max_clusters) * CL);
     CK(cudaLaunchKernelEx(&cfg, gemm_sm90_kernel<BN, STAGES, CML_SM90_BF16, TA, TB, CL, PP>, ma, mb, md, epi, p));
 }
 
-/* cluster 1 or 2; pp: the ping-pong mode (64-row tiles, consumers on alternate tiles, 4 stages) */
+/* cluster 1 or 2 (4 or 8 with -DHARNESS_WIDE_CLUSTERS: B multicast to 4 or 8 CTAs along M); pp: the ping-pong mode (64-row tiles, consumers on alternate tiles, 4 stages) */
 template <int BN, int STAGES, int TA, int TB>
 static void launch(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &md, int tma,
                    const cml__gemm_epi &epi, int M, int N, int K, int sms, int group_m, int cluster, int pp) {
@@ -76,6 +96,12 @@ static void launch(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorM
         else launch1<256, 4, TA, TB, 1, 1>(ma, mb, md, tma, epi, M, N, K, sms, group_m);
     } else if (cluster == 2) {
         launch1<BN, STAGES, TA, TB, 2, 0>(ma, mb, md, tma, epi, M, N, K, sms, group_m);
+#ifdef HARNESS_WIDE_CLUSTERS /* 1-D clusters of 4 or 8 CTAs along M sharing B (session 11 plan, h11e) */
+    } else if (cluster == 4) {
+        launch1<BN, STAGES, TA, TB, 4, 0>(ma, mb, md, tma, epi, M, N, K, sms, group_m);
+    } else if (cluster == 8) {
+        launch1<BN, STAGES, TA, TB, 8, 0>(ma, mb, md, tma, epi, M, N, K, sms, group_m);
+#endif
     } else {
         launch1<BN, STAGES, TA, TB, 1, 0>(ma, mb, md, tma, epi, M, N, K, sms, group_m);
     }
@@ -150,7 +176,7 @@ int main(int argc, char **argv) {
         else launch<BN, ST, 1, 1>(ma, mb, md, tma, epi, M, N, K, sms, group_m, cluster, pp);
 #endif
 #ifndef HARNESS_ONLY_256
-        if (bn == 128) { L(128, 6) } else if (bn == 192) { L(192, 4) } else
+        if (bn == 128) { L(128, 6) } else if (bn == 192) { L(192, HARNESS_192_STAGES) } else
 #endif
         { L(256, 4) }
     };
