@@ -1,8 +1,8 @@
 /* GPU tests of cml_attention_bwd on the Hopper path (attention_bwd_sm90.cu, issue 6) against
  * a float64 reference written here, on fresh random inputs: head dims 64, 128 and 256 (its own
- * kernel, attention_bwd_sm90_d256.cuh), causal and
- * not, S_q == S_kv and S_q != S_kv both ways (causal rows that see no key), lengths 1, 7, 77,
- * 127, 1000, 1025, 4097, GQA and MQA, the layouts TMA takes ([B,S,H,D], [B,H,S,D], and
+ * kernel in 2-CTA clusters, attention_bwd_sm90_d256p.cuh: odd and even key-block counts), causal
+ * and not, S_q == S_kv and S_q != S_kv both ways (causal rows that see no key), lengths 1, 7, 77,
+ * 127, 1000, 1025, 4097, GQA and MQA, negative scales, the layouts TMA takes ([B,S,H,D], [B,H,S,D], and
  * [B,S,H,D] padded with 16-byte multiples), bf16 and f16. The backward is fed the reference
  * forward's O (rounded to the dtype) and lse, so its error is its own. dQ, dK, dV are poisoned
  * (0xFF bytes: NaN) before every run; every element must be written, the padding between
@@ -149,10 +149,12 @@ typedef struct shape {
     int64_t B, Hq, Hkv, Sq, Skv, D;
 } shape;
 
+static bool neg_scale; /* run_case's problems get a negative scale (legal: the backward takes any lse) */
+
 static void problem_init(problem *pr, const shape *sh, bool causal, cml_dtype dt, int layout) {
     memset(pr, 0, sizeof *pr);
     pr->d = cml_attention_desc_bshd(sh->B, sh->Sq, sh->Skv, sh->Hq, sh->Hkv, sh->D, causal, dt);
-    pr->d.scale *= 1.5f; /* not the default, and sharper distributions */
+    pr->d.scale *= neg_scale ? -1.5f : 1.5f; /* not the default, and sharper distributions */
     pr->pq = pr->po = make_place(layout, sh->B, sh->Sq, sh->Hq, sh->D);
     pr->pk = pr->pv = make_place(layout, sh->B, sh->Skv, sh->Hkv, sh->D);
     memcpy(pr->d.q_stride, pr->pq.st, sizeof pr->pq.st);
@@ -190,9 +192,9 @@ static void run_case(const shape *sh, bool causal, cml_dtype dt, int layout) {
     const size_t nq = (size_t)pr.pq.n * es, nk = (size_t)pr.pk.n * es, nv = (size_t)pr.pv.n * es,
                  no = (size_t)pr.po.n * es, nl = sizeof(float) * (size_t)(sh->B * sh->Hq * sh->Sq);
     char what[200];
-    snprintf(what, sizeof what, "%s %s B=%lld Hq=%lld Hkv=%lld Sq=%lld Skv=%lld D=%lld %s", LAYOUT_NAME[layout],
+    snprintf(what, sizeof what, "%s %s B=%lld Hq=%lld Hkv=%lld Sq=%lld Skv=%lld D=%lld %s%s", LAYOUT_NAME[layout],
              cml_dtype_name(dt), (long long)sh->B, (long long)sh->Hq, (long long)sh->Hkv, (long long)sh->Sq,
-             (long long)sh->Skv, (long long)sh->D, causal ? "causal" : "full");
+             (long long)sh->Skv, (long long)sh->D, causal ? "causal" : "full", neg_scale ? " scale<0" : "");
     void *q = dev_alloc(nq), *k = dev_alloc(nk), *v = dev_alloc(nv), *o = dev_alloc(no), *dout = dev_alloc(no);
     void *dq = dev_alloc(nq), *dk = dev_alloc(nk), *dv = dev_alloc(nv);
     float *lse = dev_alloc(nl);
@@ -282,6 +284,18 @@ static void test_sweep(void) {
             if (th_failed_checks != before)
                 printf("  (shape %d, %s, %s, causal %d failed)\n", s, cml_dtype_name(dt), LAYOUT_NAME[layout], causal);
         }
+    /* negative scales (D = 256: an odd number of key blocks, the last pair's second past S_kv) */
+    static const shape NEG[] = {{1, 2, 1, 300, 513, 256}, {1, 4, 2, 129, 129, 64}};
+    neg_scale = true;
+    for (int s = 0; s < 2; s++)
+        for (int causal = 0; causal < 2; causal++) {
+            if (san && causal != s % 2) continue;
+            if (only_d && NEG[s].D != only_d) continue;
+            const int layout = (s + causal) % N_TMA_LAYOUTS, before = th_failed_checks;
+            run_case(&NEG[s], causal, CML_BF16, layout);
+            if (th_failed_checks != before) printf("  (negative-scale shape %d, causal %d failed)\n", s, causal);
+        }
+    neg_scale = false;
     /* D = 128 on the shapes above that ran at 64 and vice versa, in the other layouts */
     static const shape SWAP[] = {{2, 4, 1, 77, 77, 128}, {1, 4, 2, 1000, 127, 128}, {1, 2, 2, 127, 1000, 64},
                                  {2, 8, 4, 300, 300, 64}};

@@ -9,7 +9,7 @@
 #include "kernels/cuda/common/tma_map.h"
 
 #include "kernels/cuda/attention/attention_bwd_sm90.cuh"
-#include "kernels/cuda/attention/attention_bwd_sm90_d256.cuh"
+#include "kernels/cuda/attention/attention_bwd_sm90_d256p.cuh"
 #include "kernels/cuda/attention/attention_common.cuh"
 #include "kernels/cuda/attention/attention_sm90.h"
 
@@ -17,8 +17,8 @@ static const char att90b_fn[] = "cml_attention_bwd";
 
 /* Per head dim: query rows per step BM (D = 64 / 128: BM * D = 8192, each consumer's dQ block is
  * 64 x 64), Q/dO stages, dQ partial buffers (as many as fit in 227 KB of shared memory), keys per
- * work tile BN, dQ partials per (query tile, key block) HALVES (D = 256: one per consumer, each
- * with its own semaphore; attention_bwd_sm90_d256.cuh), the kernel variant VAR (session 7,
+ * work tile BN, dQ parts per query tile PARTS, each with its own semaphore (D = 256: four 64 x 64
+ * quarters, one per consumer of a 2-CTA cluster; attention_bwd_sm90_d256p.cuh), the kernel variant VAR (session 7,
  * dev/attention_sm90/README.md: at D = 128 EARLYREL, the Q / dO stage released as soon as dV and dK
  * are done, so that the producer refills it under the dQ hand-off: 0-6% faster, 2% on average;
  * at D = 64 it measured between 1% faster and 12% slower, so D = 64 keeps the session-6 step).
@@ -28,26 +28,73 @@ static const char att90b_fn[] = "cml_attention_bwd";
  * backward 0.94-0.99): both are the kernels' only code path (session 9, dev/attention_sm90/README.md). */
 template <int D> struct att90b_cfg;
 template <> struct att90b_cfg<64> {
-    enum { BM = 128, ST = 2, NDQ = 1, BN = CML_ATT90B_BN, HALVES = 1, VAR = 0 };
+    enum { BM = 128, ST = 2, NDQ = 1, BN = CML_ATT90B_BN, PARTS = 1, VAR = 0 };
 };
 template <> struct att90b_cfg<128> {
-    enum { BM = 64, ST = 2, NDQ = 2, BN = CML_ATT90B_BN, HALVES = 1, VAR = CML_ATT90B_V_EARLYREL };
+    enum { BM = 64, ST = 2, NDQ = 2, BN = CML_ATT90B_BN, PARTS = 1, VAR = CML_ATT90B_V_EARLYREL };
 };
-template <> struct att90b_cfg<256> { enum { BM = 64, ST = 1, NDQ = 2, BN = 64, HALVES = 2, VAR = 0 }; };
+template <> struct att90b_cfg<256> { enum { BM = 64, ST = 1, NDQ = 2, BN = 64, PARTS = 4, VAR = 0 }; };
 
 static int att90b_bm(int64_t D) { return D == 64 ? (int)att90b_cfg<64>::BM : (int)att90b_cfg<128>::BM; }
 static int att90b_bn(int64_t D) { return D == 256 ? (int)att90b_cfg<256>::BN : CML_ATT90B_BN; }
 
-/* The main kernel of a head dim: D = 64 / 128 share one, D = 256 has its own (same parameters). */
+/* The main kernel of a head dim: D = 64 / 128 share one persistent kernel, one CTA a SM; D = 256
+ * runs the pair-K kernel in 2-CTA clusters (session 12: the whole backward 0.87-0.90x the time of
+ * the one-CTA D = 256 kernel of attention_bwd_sm90_d256.cuh, which dev/attention_sm90 keeps for A/B
+ * runs), as many clusters as fit at once. Units (tiles, or key-block pairs) are claimed from a
+ * counter by running CTAs, so neither grid has to fit at once for progress. */
 template <int DT, int D> struct att90b_main {
     typedef att90b_cfg<D> cfg;
-    static decltype(&cml__att90b_kernel<DT, D, cfg::BM, cfg::ST, cfg::NDQ, cfg::VAR>) get() {
-        return cml__att90b_kernel<DT, D, cfg::BM, cfg::ST, cfg::NDQ, cfg::VAR>;
+    typedef cml__att90b_smem<D, cfg::BM, cfg::ST, cfg::NDQ> sm;
+    static_assert(sm::total <= 232448, "shared memory above the 227 KB a block may have");
+    static cml_status launch(cml_ctx *ctx, const CUtensorMap maps[4], const cml__att90b_params &p, const char *dtn) {
+        auto kern = cml__att90b_kernel<DT, D, cfg::BM, cfg::ST, cfg::NDQ, cfg::VAR>;
+        CML_CUDA_TRY(att90b_fn, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm::total));
+        const int sms = cml__cuda_sm_count(ctx->device.index);
+        const unsigned grid = (unsigned)(p.total_tiles < sms || sms <= 0 ? p.total_tiles : sms);
+        kern<<<grid, CML_ATT90B_THREADS, sm::total, cml__stream(ctx)>>>(maps[0], maps[1], maps[2], maps[3], p);
+        return cml__cuda_check_launch(att90b_fn, "cml__att90b_kernel", dtn, p.total_tiles, grid, CML_ATT90B_THREADS);
     }
 };
 template <int DT> struct att90b_main<DT, 256> {
-    static decltype(&cml__att90b256_kernel<DT, att90b_cfg<256>::VAR>) get() {
-        return cml__att90b256_kernel<DT, att90b_cfg<256>::VAR>;
+    typedef cml__att90b256p_sm sm;
+    static_assert(sm::total <= 232448, "shared memory above the 227 KB a block may have");
+    static cudaLaunchConfig_t config(unsigned clusters, cudaStream_t s, cudaLaunchAttribute *at) {
+        cudaLaunchConfig_t lc;
+        memset(&lc, 0, sizeof lc);
+        lc.gridDim = dim3(2 * clusters);
+        lc.blockDim = dim3(CML_ATT90B_THREADS);
+        lc.dynamicSmemBytes = sm::total;
+        lc.stream = s;
+        at->id = cudaLaunchAttributeClusterDimension;
+        at->val.clusterDim.x = 2, at->val.clusterDim.y = 1, at->val.clusterDim.z = 1;
+        lc.attrs = at;
+        lc.numAttrs = 1;
+        return lc;
+    }
+    static cml_status launch(cml_ctx *ctx, const CUtensorMap maps[4], const cml__att90b_params &p, const char *dtn) {
+        auto kern = cml__att90b256p_kernel<DT, att90b_cfg<256>::VAR>;
+        CML_CUDA_TRY(att90b_fn, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm::total));
+        /* clusters resident at once, per device (the SMs' pairing into GPCs decides, not SMs / 2) */
+        static int cache[16];
+        const int dev = ctx->device.index;
+        int fit = dev >= 0 && dev < 16 ? cache[dev] : 0;
+        if (fit == 0) {
+            cudaLaunchAttribute at;
+            const cudaLaunchConfig_t lc = config(1, cml__stream(ctx), &at);
+            if (cudaOccupancyMaxActiveClusters(&fit, kern, &lc) != cudaSuccess || fit < 1) {
+                (void)cudaGetLastError();
+                const int sms = cml__cuda_sm_count(dev);
+                fit = sms >= 2 ? sms / 2 : 1;
+            }
+            if (dev >= 0 && dev < 16) cache[dev] = fit;
+        }
+        const unsigned clusters = (unsigned)(p.total_tiles < fit ? p.total_tiles : fit);
+        cudaLaunchAttribute at;
+        const cudaLaunchConfig_t lc = config(clusters, cml__stream(ctx), &at);
+        CML_CUDA_TRY(att90b_fn, cudaLaunchKernelEx(&lc, kern, maps[0], maps[1], maps[2], maps[3], p));
+        return cml__cuda_check_launch(att90b_fn, "cml__att90b256p_kernel", dtn, p.total_tiles, 2 * clusters,
+                                      CML_ATT90B_THREADS);
     }
 };
 
@@ -94,10 +141,8 @@ template <int DT, int D>
 static cml_status att90b_launch(cml_ctx *ctx, const cml_attention_desc *d, void *dQ, const void *dO, const void *O,
                                 const float *lse, const CUtensorMap maps[4], cml__att90b_params p) {
     typedef att90b_cfg<D> cfg;
-    typedef cml__att90b_smem<D, cfg::BM, cfg::ST, cfg::NDQ> sm;
-    static_assert(sm::total <= 232448, "shared memory above the 227 KB a block may have");
     const int BM = cfg::BM;
-    const long long bh = d->B * d->H_q, rows_pad = bh * p.n_qt * BM, n_sem = bh * p.n_qt * cfg::HALVES;
+    const long long bh = d->B * d->H_q, rows_pad = bh * p.n_qt * BM, n_sem = bh * p.n_qt * cfg::PARTS;
     /* one request: lse2, Di, the dQ accumulator, the semaphores, the tile and unit counters */
     const size_t o_lse = 0, o_di = round256(rows_pad * 4), o_acc = o_di + round256(rows_pad * 4),
                  o_sem = o_acc + round256((size_t)rows_pad * D * 4), total = o_sem + round256((n_sem + 2) * 4);
@@ -120,30 +165,28 @@ static cml_status att90b_launch(cml_ctx *ctx, const cml_attention_desc *d, void 
         p.n_qt * BM, rows_pad, (float *)p.lse2, (float *)p.di, p.dq_sem, (int)n_sem);
     CML_TRY(cml__cuda_check_launch(att90b_fn, "cml__att90b_prep_kernel", dtn, rows_pad, pgrid, 256));
 
-    auto kern = att90b_main<DT, D>::get();
-    CML_CUDA_TRY(att90b_fn, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm::total));
-    const int sms = cml__cuda_sm_count(ctx->device.index);
-    const unsigned grid = (unsigned)(p.total_tiles < sms || sms <= 0 ? p.total_tiles : sms);
-    kern<<<grid, CML_ATT90B_THREADS, sm::total, s>>>(maps[0], maps[1], maps[2], maps[3], p);
-    CML_TRY(cml__cuda_check_launch(att90b_fn, "cml__att90b_kernel", dtn, p.total_tiles, grid, CML_ATT90B_THREADS));
+    const cml_status main_st = att90b_main<DT, D>::launch(ctx, maps, p, dtn);
+    if (main_st != CML_OK) return main_st;
 
+    /* QUART: the pair-K kernel's accumulator (64 x 64 quarters, semaphores counting key-block pairs) */
+    enum { QUART = D == 256 };
     const long long n4 = rows_pad * D / 4;
     const unsigned cgrid = cml__grid_size(ctx, n4 / 1024 * 256, 256); /* units of 64 x 64: 1024 float4 */
     const float4 *acc = (const float4 *)p.dq_acc;
-    const int off = p.Sk - p.Sq;
+    const int off = p.Sk - p.Sq, adders = QUART ? (p.n_kb + 1) / 2 : p.n_kb;
     if (att90b_pdl_enabled()) {
         cudaLaunchAttribute at;
         const cudaLaunchConfig_t lc = cml__pdl_config(dim3(cgrid), dim3(256), s, &at);
-        const cudaError_t e = cudaLaunchKernelEx(&lc, cml__att90b_dq_kernel<DT, D, cfg::BM, true>, acc, (uint16_t *)dQ,
-                                                 (long long)d->q_stride[0], (long long)d->q_stride[1],
+        const cudaError_t e = cudaLaunchKernelEx(&lc, cml__att90b_dq_kernel<DT, D, cfg::BM, true, QUART>, acc,
+                                                 (uint16_t *)dQ, (long long)d->q_stride[0], (long long)d->q_stride[1],
                                                  (long long)d->q_stride[2], p.Hq, p.Sq, p.n_qt, p.causal, off, p.scale,
-                                                 n4, (const int *)p.dq_sem, unit_counter, p.n_kb);
+                                                 n4, (const int *)p.dq_sem, unit_counter, adders);
         if (e == cudaSuccess) return CML_OK;
         (void)cudaGetLastError(); /* refused: the plain launch below reports what persists */
     }
-    cml__att90b_dq_kernel<DT, D, cfg::BM><<<cgrid, 256, 0, s>>>(acc, (uint16_t *)dQ, d->q_stride[0], d->q_stride[1],
-                                                                d->q_stride[2], p.Hq, p.Sq, p.n_qt, p.causal, off,
-                                                                p.scale, n4, (const int *)NULL, (int *)NULL, 0);
+    cml__att90b_dq_kernel<DT, D, cfg::BM, false, QUART><<<cgrid, 256, 0, s>>>(
+        acc, (uint16_t *)dQ, d->q_stride[0], d->q_stride[1], d->q_stride[2], p.Hq, p.Sq, p.n_qt, p.causal, off, p.scale,
+        n4, (const int *)NULL, (int *)NULL, 0);
     return cml__cuda_check_launch(att90b_fn, "cml__att90b_dq_kernel", dtn, n4, cgrid, 256);
 }
 
@@ -170,7 +213,8 @@ extern "C" cml_status cml__attention_bwd_sm90(cml_ctx *ctx, const cml_attention_
     p.causal = d->causal ? 1 : 0;
     p.n_qt = (int)((d->S_q + BM - 1) / BM);
     p.n_kb = (int)((d->S_kv + BN - 1) / BN);
-    p.total_tiles = (int)(d->B * d->H_kv * p.n_kb);
+    /* work units: key blocks, or at D = 256 pairs of them (the pair-K kernel) */
+    p.total_tiles = (int)(d->B * d->H_kv * (D == 256 ? (p.n_kb + 1) / 2 : p.n_kb));
     /* Tile order (dev/attention_sm90/README.md, "Backward", v4): without the causal mask, every
      * key block of a head starts at query tile 0, and head-major tiles that start together wait on
      * each other's dQ adds down the key-block chain; interleaving heads removes that (+10-30% at

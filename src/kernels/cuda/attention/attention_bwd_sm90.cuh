@@ -334,13 +334,15 @@ static __global__ void __launch_bounds__(256, D == 256 ? 4 : 8) /* D = 256: 8 16
  * (fence.proxy.async.global) and only then releases the semaphore (red.release.gpu,
  * cml__att90b_write_dq); thread 0 acquires it (ld.acquire.gpu) and the block barrier orders every
  * thread's plain loads of the part after that acquire. */
-template <int D, int BM>
+template <int D, int BM, bool QUART = false>
 static __device__ __forceinline__ int cml__att90b_dq_ready(int unit, const int *sem, int n_units, int Sq, int n_qt,
                                                            int n_kb, int causal, int off, int *slot) {
-    enum { HALVES = D == 256 ? 2 : 1, BN = D == 256 ? 64 : CML_ATT90B_BN };
+    /* QUART (the dev pair-K D = 256 kernel, attention_bwd_sm90_d256p.cuh): one semaphore per unit (a
+     * 64 x 64 quarter), counting key-block PAIRS (n_kb: pairs; 128 keys each) */
+    enum { HALVES = D == 256 ? 2 : 1, BN = D == 256 && !QUART ? 64 : CML_ATT90B_BN };
     if (threadIdx.x == 0) {
         if (unit < n_units) {
-            const int part = unit / 2, m = part / HALVES % n_qt;
+            const int part = QUART ? unit : unit / 2, m = unit / 2 / HALVES % n_qt;
             const int i_last = (m * BM + BM < Sq ? m * BM + BM : Sq) - 1;
             /* key blocks 0 .. last add to the tile (cml__att90b_rank); none when causal rows see no key */
             int want = n_kb;
@@ -379,7 +381,7 @@ static __device__ __forceinline__ int cml__att90b_dq_ready(int unit, const int *
  * block. Each block ends at griddepcontrol.wait, so that the convert grid completes only after
  * the main kernel has: what follows on the stream (the next backward's prep zeroes the
  * semaphores, dK and dV are read) sees both complete. */
-template <int DT, int D, int BM, bool WAIT = false>
+template <int DT, int D, int BM, bool WAIT = false, bool QUART = false>
 static __global__ void __launch_bounds__(256, 8)
     cml__att90b_dq_kernel(const float4 *acc, uint16_t *dQ, long long qs0, long long qs1, long long qs2, int Hq,
                           int Sq, int n_qt, int causal, int off, float scale, long long n4, const int *sem,
@@ -391,7 +393,7 @@ static __global__ void __launch_bounds__(256, 8)
     const int t = threadIdx.x % 128, qpar = threadIdx.x / 128, warp = t / 32, lane = t % 32;
     const int frow = 16 * warp + lane / 4, fword = lane % 4; /* this thread's fragment position */
     int claim = WAIT && threadIdx.x == 0 ? atomicAdd(unit_counter, 1) : 0; /* WAIT: thread 0's claims */
-    int unit = WAIT ? cml__att90b_dq_ready<D, BM>(claim, sem, n_units, Sq, n_qt, n_kb, causal, off, &next_unit)
+    int unit = WAIT ? cml__att90b_dq_ready<D, BM, QUART>(claim, sem, n_units, Sq, n_qt, n_kb, causal, off, &next_unit)
                     : (int)blockIdx.x;
     while (unit < n_units) {
         if (WAIT && threadIdx.x == 0) claim = atomicAdd(unit_counter, 1); /* the next, in flight under this one */
@@ -400,11 +402,12 @@ static __global__ void __launch_bounds__(256, 8)
         const int i0 = m * BM + (HALVES == 2 ? 0 : cml__att90b_mrow0<D, BM>(c)), i_tile = m * BM;
         const int i_last = (i_tile + BM < Sq ? i_tile + BM : Sq) - 1;
         const bool touched = !causal || i_last + off >= 0; /* else no key block wrote the tile */
-        const float4 *src = acc + (long long)part * (BM * D / 4 / HALVES) + c * 128 + t;
+        /* QUART: each 64 x 64 unit contiguous (float4 q * 128 + t), units in column order */
+        const float4 *src = QUART ? acc + (long long)unit * UNIT4 + t : acc + (long long)part * (BM * D / 4 / HALVES) + c * 128 + t;
         float4 v[4];
 #pragma unroll
         for (int k = 0; k < 4; k++) /* q = 2k + qpar */
-            v[k] = touched ? __ldcs(src + (2 * k + qpar) * 256) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            v[k] = touched ? __ldcs(src + (2 * k + qpar) * (QUART ? 128 : 256)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         __syncthreads(); /* the previous unit's rows are read out */
 #pragma unroll
         for (int k = 0; k < 4; k++) {
@@ -420,7 +423,7 @@ static __global__ void __launch_bounds__(256, 8)
             if (i0 + r < Sq) *(uint4 *)(dst + (long long)(i0 + r) * qs1 + 8 * cc) = *(const uint4 *)&stage[r * P + 4 * cc];
         }
         /* WAIT: every thread read next_unit before the barriers above, so thread 0 may overwrite it */
-        unit = WAIT ? cml__att90b_dq_ready<D, BM>(claim, sem, n_units, Sq, n_qt, n_kb, causal, off, &next_unit)
+        unit = WAIT ? cml__att90b_dq_ready<D, BM, QUART>(claim, sem, n_units, Sq, n_qt, n_kb, causal, off, &next_unit)
                     : unit + (int)gridDim.x;
     }
     if (WAIT) cml__pdl_wait();
@@ -507,10 +510,10 @@ static __device__ __forceinline__ void cml__att90b_produce(const CUtensorMap *ma
  * consumers store partial it + 1 only after the arrival for it). The end {-1} reaches one writer; it
  * completes the other's next phase itself (FULLN arrivals: the consumer warps' count), so that the
  * other reads {-1} too. */
-template <int D, int BM, int ST, int NDQ, int VAR, int FULLN = 4>
+template <int D, int BM, int ST, int NDQ, int VAR, int FULLN = 4, class SM = cml__att90b_smem<D, BM, ST, NDQ> >
 static __device__ __forceinline__ void cml__att90b_write_dq(const cml__att90b_params &p, uint8_t *smem, int qb,
                                                             int sub = 0) {
-    typedef cml__att90b_smem<D, BM, ST, NDQ> sm;
+    typedef SM sm; /* the layout (the dev pair-K D = 256 kernel passes its own: attention_bwd_sm90_d256p.cuh) */
     enum { NSUB = D == 256 ? 2 : 1 };
     uint64_t *dq_full = (uint64_t *)(smem + sm::off_bar) + 1 + 3 * ST, *dq_empty = dq_full + NDQ;
     uint64_t *full2 = (uint64_t *)(smem + sm::off_bar) + sm::n_bars - 2 + qb; /* D = 256: sub 1's full barrier */

@@ -94,6 +94,62 @@ static __device__ __forceinline__ void cml__mbar_arrive_cluster(uint64_t *bar, u
     cml__mbar_arrive_cluster_at(cml__smem_addr(bar), cta);
 }
 
+/* The shared::cluster address of a 32-bit shared::cta address in the CTA of cluster rank `cta`
+ * (the same offset in its shared memory). */
+static __device__ __forceinline__ uint32_t cml__mapa(uint32_t addr, uint32_t cta) {
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(cta));
+    return remote;
+}
+
+/* A remote arrival with cluster-scope release: the arriving thread's earlier writes into the peer's
+ * shared memory (cml__st_cluster) are visible to a thread that waits with cml__mbar_wait_cluster. */
+static __device__ __forceinline__ void cml__mbar_arrive_cluster_rel_at(uint32_t bar, uint32_t cta) {
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(cml__mapa(bar, cta)) : "memory");
+}
+
+/* A remote arrival that also announces `bytes` of async traffic into the peer's phase (the bulk
+ * copy below completes them): arrival and copy may reach the barrier in either order. CTA-scope
+ * release (as cml__mbar_arrive_cluster_at): it publishes no data of its own (the copy's bytes are
+ * the phase's tx), and a cluster-scope release costs a MEMBAR.ALL.GPU before every arrival. */
+static __device__ __forceinline__ void cml__mbar_arrive_expect_tx_cluster_at(uint32_t bar, uint32_t cta,
+                                                                             uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cluster.b64 _, [%0], %1;" ::"r"(
+                     cml__mapa(bar, cta)),
+                 "r"(bytes)
+                 : "memory");
+}
+
+/* cml__mbar_wait with cluster-scope acquire (for phases completed by another CTA's release arrival). */
+static __device__ __forceinline__ void cml__mbar_wait_cluster_at(uint32_t addr, uint32_t parity) {
+    uint32_t done;
+    do {
+        asm volatile(
+            "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, "
+            "0, p;\n}\n"
+            : "=r"(done)
+            : "r"(addr), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+
+/* A 32-bit store into the shared memory of the CTA of cluster rank `cta` (addr: the local offset). */
+static __device__ __forceinline__ void cml__st_cluster_u32(uint32_t addr, uint32_t cta, uint32_t v) {
+    asm volatile("st.shared::cluster.u32 [%0], %1;" ::"r"(cml__mapa(addr, cta)), "r"(v) : "memory");
+}
+
+/* bytes from this CTA's shared memory (src) to the same-offset-or-other buffer dst of the CTA of
+ * cluster rank `cta`, completing (complete_tx bytes) on that CTA's barrier bar (dst, bar: local
+ * offsets, mapped here). The writers of src must have run cml__fence_proxy_async_smem and
+ * synchronized with the issuing thread; src is read once bar's phase has completed. */
+static __device__ __forceinline__ void cml__bulk_copy_cluster_at(uint32_t dst, uint32_t src, uint32_t bytes,
+                                                                 uint32_t bar, uint32_t cta) {
+    asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     cml__mapa(dst, cta)),
+                 "r"(src), "r"(bytes), "r"(cml__mapa(bar, cta))
+                 : "memory");
+}
+
 /* ---- TMA: bulk tensor copies global -> shared, completing on an mbarrier --------------- */
 
 /* Loads the box at coordinates (c0 innermost, c1, c2) of the tensor map into dst. */
