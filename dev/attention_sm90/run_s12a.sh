@@ -2,8 +2,8 @@
 # Session 12 (built by helper h11d in session 11; README "Session 11 (helper h11d, 2026-11-23): pair-K D = 256
 # backward -- built, not yet run"): the dev pair-K kernel (attention_bwd_sm90_d256p.cuh, 2-CTA clusters, one
 # ordered dQ add per key-block pair) against the library's D = 256 backward, in turns, both with the library's
-# PDL convert. Run in the repository root (the script applies s12a_pairk.patch to the device's copy when the
-# tree lacks the kernel, as the lead's tree does), ~200-290 s:
+# PDL convert. Since session 12 the pair-K kernel IS the library's D = 256 backward: "lib" below is the one-CTA
+# kernel it replaced (attention_bwd_sm90_d256.cuh). Run in the repository root, ~200-290 s:
 #   bash dev/attention_sm90/run_s12a.sh; tar czf $OUT/logs.tgz -C /tmp/x .        (run: timeout_s 330)
 #  1. bwd_harness.cu -DHD=256 -DSET=9 (lib / pair / lib (2) / pair (2)) built here; ptxas lines kept;
 #  2. `edge`: lib runs bitwise equal; pair: dK / dV bitwise equal to lib, dQ bitwise equal between the pair runs
@@ -30,11 +30,6 @@ step() { # step NAME MAX CMD...: CMD under min(MAX, time left), logged to $X/NAM
 }
 if [ -z "$DRY" ]; then
   nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,driver_version,temperature.gpu --format=csv > $X/gpu.txt 2>&1
-  if [ ! -f src/kernels/cuda/attention/attention_bwd_sm90_d256p.cuh ]; then
-    # the lead's tree keeps the kernel as a patch (not run yet): apply it to the device's copy of the tree
-    git apply dev/attention_sm90/s12a_pairk.patch || { echo "s12a_pairk.patch does not apply" | tee $X/nvcc9.txt; exit 1; }
-    echo "applied s12a_pairk.patch to the device's copy" > $X/tree.txt
-  fi
   timeout 200 nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Isrc -Xptxas=-v \
     -Xptxas=--warn-on-spills -DHD=256 -DSET=9 dev/attention_sm90/bwd_harness.cu -lcuda -o $BIN > $X/nvcc9.txt 2>&1
   echo "SET=9 built rc=$? at ${SECONDS}s" >> $X/nvcc9.txt

@@ -1,4 +1,8 @@
-/* The Hopper (sm_90a) attention backward for head dim D = 256 (issue 6): the main kernel only;
+/* The Hopper (sm_90a) attention backward for head dim D = 256 (issue 6), one CTA a work tile: its
+ * consumer step (cml__att90b256_p, cml__att90b256_store_rows) is also the library's pair-K kernel's
+ * (attention_bwd_sm90_d256p.cuh, which the library launches since session 12: 0.87-0.90x the time
+ * of the whole backward); this file's kernel stays for dev/attention_sm90's A/B runs ("lib" in the
+ * harness's SET 9). The main kernel only;
  * prep, convert, the producer warp, the dQ writers, the tile order and the argument for
  * deterministic dQ and forward progress are the D = 64 / 128 kernel's (attention_bwd_sm90.cuh),
  * host side in attention_bwd_sm90.cu.

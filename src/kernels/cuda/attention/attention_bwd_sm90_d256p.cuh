@@ -1,9 +1,11 @@
-/* DEV kernel (not used by the library; dev/attention_sm90/bwd_harness.cu SET=9 runs it): the D = 256
- * backward as "pair-K" 2-CTA clusters (issue 6; plan A of dev/attention_sm90/README.md, "Plan
- * (session 10 study, helper h10d)", built in session 11 by helper h11d: the README section
- * "Session 11 (helper h11d, ...): pair-K D = 256 backward" has the protocol table and desk check).
+/* The library's D = 256 backward (since session 12; attention_bwd_sm90.cu launches it, the harness's
+ * SET 9 times it against the one-CTA kernel of attention_bwd_sm90_d256.cuh): "pair-K" 2-CTA clusters
+ * (issue 6; plan A of dev/attention_sm90/README.md, "Plan (session 10 study, helper h10d)", built in
+ * session 11 by helper h11d: the README section "Session 11 (helper h11d, ...): pair-K D = 256
+ * backward" has the protocol table and desk check; "Session 12" the measurements: the whole backward
+ * 0.87-0.90x the one-CTA kernel's time at S = 2k-16k).
  *
- * Why: the library's D = 256 backward (attention_bwd_sm90_d256.cuh) adds one 64 x 128 dQ half per
+ * Why: the one-CTA D = 256 backward (attention_bwd_sm90_d256.cuh) adds one 64 x 128 dQ half per
  * consumer, key block and query tile in a fixed descending key-block order; block n + 1 reaches a
  * query tile one step before block n, so each link of the chain has one step of slack, and session
  * 11 measured the turn wait costing 4-8% of the backward. Here a cluster of two CTAs takes the key

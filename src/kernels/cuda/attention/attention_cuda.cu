@@ -5,7 +5,7 @@
  * S_q x S_kv matrix in memory):
  *   - sm90 (attention_fwd_sm90.cu, attention_bwd_sm90.cu): wgmma + TMA, FlashAttention-3
  *     style, on sm_90 for f16/bf16, D = 64, 128, 256 (the D = 256 backward kernel in
- *     attention_bwd_sm90_d256.cuh) and TMA-compatible strides and pointers
+ *     attention_bwd_sm90_d256p.cuh) and TMA-compatible strides and pointers
  *     (attention_sm90.h); everything else goes on down this list;
  *   - mma (attention_fwd_mma.cu, attention_bwd_mma.cu): FlashAttention-2 tiling
  *     on mma.sync m16n8k16 tensor cores, for f16/bf16 on sm_80 and later,
