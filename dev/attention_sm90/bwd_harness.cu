@@ -120,6 +120,28 @@ static void launch_main(const maps &m, const cml__att90b_params &p, int grid) {
     kern<<<grid, CML_ATT90B_THREADS, sm::total>>>(m.q, m.k, m.v, m.dO, p);
 }
 
+/* Session 12: the library's ascending claims (p.asc: each head's key blocks longest first), launched
+ * cooperatively as the library does (attention_bwd_sm90.cu); the bits must equal lib's. */
+template <int ST, int NDQ, int VAR>
+static void launch_main_asc(const maps &m, const cml__att90b_params &p0, int grid) {
+    typedef cml__att90b_smem<HD, BM, ST, NDQ> sm;
+    auto kern = cml__att90b_kernel<CML_ATT90_BF16, HD, BM, ST, NDQ, VAR>;
+    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, sm::total));
+    cml__att90b_params p = p0;
+    p.asc = p.hshift == 0 && p.causal && p.n_kb <= grid;
+    cudaLaunchConfig_t lc;
+    memset(&lc, 0, sizeof lc);
+    lc.gridDim = dim3(grid);
+    lc.blockDim = dim3(CML_ATT90B_THREADS);
+    lc.dynamicSmemBytes = sm::total;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeCooperative;
+    at[0].val.cooperative = 1;
+    lc.attrs = at;
+    lc.numAttrs = 1;
+    CK(cudaLaunchKernelEx(&lc, kern, m.q, m.k, m.v, m.dO, p));
+}
+
 /* D = 256: the library's main kernel for that head dim (BM 64, one stage, two dQ half buffers) */
 template <int VAR>
 static void launch_main256(const maps &m, const cml__att90b_params &p, int grid) {
@@ -232,6 +254,12 @@ static const variant VARIANTS[] = {
     {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0},
     {"lib prof", LIB_MAIN(CML_ATT90B_V_PROF), 0, 1, LIB_HG, 0},
     {"unord prof", LIB_MAIN(CML_ATT90B_V_UNORDERED | CML_ATT90B_V_PROF), 1, 1, LIB_HG, 0},
+#elif SET == 10 && HD != 256
+    /* session 12: ascending claims (longest first) against descending, both with the library's PDL convert */
+    {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0, 2, 0, 0},
+    {"asc", launch_main_asc<LIB_ST, LIB_NDQ, LIBV>, 0, 0, LIB_HG, 0, 2, 0, 0},
+    {"lib (2)", LIB_MAIN(0), 0, 0, LIB_HG, 0, 2, 0, 0},
+    {"asc (2)", launch_main_asc<LIB_ST, LIB_NDQ, LIBV>, 0, 0, LIB_HG, 0, 2, 0, 0},
 #elif SET == 9 && HD == 256
     /* session 11 (h11d): the pair-K cluster kernel against lib in turns, both with the library's PDL convert */
     {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0, 2, 0, 0},

@@ -11,7 +11,9 @@
  * (cml__attention_bwd_cuda_path_name) and the sm90 launch counter must agree; on an sm_90
  * device every case here must take the sm90 path, elsewhere none does (the cases still run,
  * on the mma path, and the sm90 checks are reported as skipped). Then problems the sm90 path
- * must decline (f32, odd strides, unaligned pointers, D = 80), and determinism loops: 1000
+ * must decline (f32, odd strides, unaligned pointers, D = 80), a causal D = 128 problem with 128 key
+ * blocks that claims them longest first (CML_ATT_BWD_ASC=1: every causal D = 64 / 128 case does), and
+ * determinism loops: 1000
  * forward + backward runs of a causal GQA problem at D = 128 and 300 at D = 256 (3 under
  * CML_TEST_SANITIZER), every output bitwise equal to the first run's. CML_TEST_ONLY_D=256 (e.g.
  * for a sanitizer run) keeps the cases of that head dim only. Exits 77 ("skipped") without a GPU. */
@@ -312,6 +314,23 @@ static void test_sweep(void) {
         }
 }
 
+/* A causal D = 128 problem with 128 key blocks: the rule claims each head's key blocks longest
+ * first (cooperative launch; CML_ATT_BWD_ASC=0 turns it off, =1 makes every causal D = 64 / 128
+ * case above take it). Same checks as the sweep, and the ascending launches must be counted. */
+static void test_ascending(void) {
+    if (only_d && only_d != 128) return;
+    if (under_sanitizer()) return; /* 300 x 16384 float64 reference: too slow under the sanitizer */
+    const shape sh = {1, 2, 1, 300, 16384, 128};
+    const char *e = getenv("CML_ATT_BWD_ASC");
+    const long long asc0 = cml__attention_bwd_sm90_asc_runs();
+    run_case(&sh, true, CML_BF16, 0);
+    const long long asc = cml__attention_bwd_sm90_asc_runs() - asc0;
+    if (hopper && !(e && strcmp(e, "0") == 0))
+        CHECK_MSG(asc == 2, "causal D = 128 S_kv = 16384: %lld ascending launches for 2 runs, want 2", asc);
+    else
+        CHECK_MSG(asc == 0, "%lld ascending launches, want 0 (no sm_90 device, or CML_ATT_BWD_ASC=0)", asc);
+}
+
 /* Problems the sm90 backward must decline (they stay on the mma / SIMT paths). */
 static void test_declines(void) {
     char *buf = dev_alloc(1 << 20);
@@ -398,6 +417,7 @@ int main(void) {
     hopper = cml__cuda_arch(0) == 90;
     only_d = getenv("CML_TEST_ONLY_D") ? atoi(getenv("CML_TEST_ONLY_D")) : 0;
     RUN(test_sweep);
+    RUN(test_ascending);
     RUN(test_declines);
     RUN(test_determinism);
     if (hopper)

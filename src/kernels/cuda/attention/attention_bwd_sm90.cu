@@ -5,6 +5,7 @@
  * attention_bwd_sm90.cuh; dev/attention_sm90/README.md ("Backward") has the measurements. */
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include <stdlib.h>
 #include <string.h>
 #include "kernels/cuda/common/tma_map.h"
 
@@ -14,6 +15,7 @@
 #include "kernels/cuda/attention/attention_sm90.h"
 
 static const char att90b_fn[] = "cml_attention_bwd";
+static long long att90b_asc_runs; /* main-kernel launches with ascending claims (tests) */
 
 /* Per head dim: query rows per step BM (D = 64 / 128: BM * D = 8192, each consumer's dQ block is
  * 64 x 64), Q/dO stages, dQ partial buffers (as many as fit in 227 KB of shared memory), keys per
@@ -47,11 +49,32 @@ template <int DT, int D> struct att90b_main {
     typedef att90b_cfg<D> cfg;
     typedef cml__att90b_smem<D, cfg::BM, cfg::ST, cfg::NDQ> sm;
     static_assert(sm::total <= 232448, "shared memory above the 227 KB a block may have");
-    static cml_status launch(cml_ctx *ctx, const CUtensorMap maps[4], const cml__att90b_params &p, const char *dtn) {
+    static cml_status launch(cml_ctx *ctx, const CUtensorMap maps[4], cml__att90b_params p, const char *dtn) {
         auto kern = cml__att90b_kernel<DT, D, cfg::BM, cfg::ST, cfg::NDQ, cfg::VAR>;
         CML_CUDA_TRY(att90b_fn, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm::total));
         const int sms = cml__cuda_sm_count(ctx->device.index);
         const unsigned grid = (unsigned)(p.total_tiles < sms || sms <= 0 ? p.total_tiles : sms);
+        p.asc = p.asc && p.n_kb <= (int)grid; /* the progress argument needs n_kb <= the CTAs (header) */
+        if (p.asc) { /* cooperative: every CTA resident at once, or refused (then descending, below) */
+            cudaLaunchConfig_t lc;
+            memset(&lc, 0, sizeof lc);
+            lc.gridDim = dim3(grid);
+            lc.blockDim = dim3(CML_ATT90B_THREADS);
+            lc.dynamicSmemBytes = sm::total;
+            lc.stream = cml__stream(ctx);
+            cudaLaunchAttribute at;
+            at.id = cudaLaunchAttributeCooperative;
+            at.val.cooperative = 1;
+            lc.attrs = &at;
+            lc.numAttrs = 1;
+            if (cudaLaunchKernelEx(&lc, kern, maps[0], maps[1], maps[2], maps[3], p) == cudaSuccess) {
+                __atomic_add_fetch(&att90b_asc_runs, 1, __ATOMIC_RELAXED);
+                return cml__cuda_check_launch(att90b_fn, "cml__att90b_kernel", dtn, p.total_tiles, grid,
+                                              CML_ATT90B_THREADS);
+            }
+            (void)cudaGetLastError();
+            p.asc = 0;
+        }
         kern<<<grid, CML_ATT90B_THREADS, sm::total, cml__stream(ctx)>>>(maps[0], maps[1], maps[2], maps[3], p);
         return cml__cuda_check_launch(att90b_fn, "cml__att90b_kernel", dtn, p.total_tiles, grid, CML_ATT90B_THREADS);
     }
@@ -124,6 +147,27 @@ extern "C" bool cml__attention_bwd_sm90_takes(const cml_ctx *ctx, const cml_atte
 static long long att90b_runs;
 
 extern "C" long long cml__attention_bwd_sm90_runs(void) { return __atomic_load_n(&att90b_runs, __ATOMIC_RELAXED); }
+extern "C" long long cml__attention_bwd_sm90_asc_runs(void) { return __atomic_load_n(&att90b_asc_runs, __ATOMIC_RELAXED); }
+
+/* Causal problems may claim each head's key blocks longest first (p.asc; the progress argument in
+ * attention_bwd_sm90.cuh): block 0, which sees every query tile, no longer runs alone at the
+ * kernel's end, but a CTA claims its next tile only once its last one's dQ adds are done, and each
+ * link of the add chain keeps less slack. Measured (session 12, dev/attention_sm90/README.md, whole
+ * backward asc / descending): D = 128 causal 16k 0.97, 8k 0.99-1.01, 4k 1.06; D = 64 8k 1.03, 16k
+ * 1.21 (one step of slack a link at BM = BN = 128). So D = 128 from ASC_MIN_KB key blocks on, and
+ * only while the CTAs can all be resident (n_kb <= the grid; the launch is cooperative): on the
+ * H100 S_kv 16k-16.9k. CML_ATT_BWD_ASC=0 (read once) never, =1 every causal D = 64 / 128 problem
+ * where it is safe (A/B runs and tests). The bits are the same either way. */
+enum { ASC_MIN_KB = 128 };
+static bool att90b_asc_wanted(const cml_attention_desc *d, int n_kb) {
+    static int cache = -2;
+    if (cache == -2) {
+        const char *e = getenv("CML_ATT_BWD_ASC");
+        cache = e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "1") == 0 ? 1 : -1;
+    }
+    if (!d->causal || d->D == 256 || cache == 0) return false;
+    return cache == 1 || (d->D == 128 && n_kb >= ASC_MIN_KB);
+}
 
 static size_t round256(size_t n) { return (n + 255) & ~(size_t)255; }
 
@@ -228,6 +272,7 @@ extern "C" cml_status cml__attention_bwd_sm90(cml_ctx *ctx, const cml_attention_
         const int want = D == 256 ? (p.n_kb <= 32 ? 2 : p.n_kb <= 64 ? 1 : 0) : p.n_kb <= 16 ? 3 : 2;
         while (p.hshift < want && (d->B * d->H_kv) % (2 << p.hshift) == 0) p.hshift++;
     }
+    p.asc = p.hshift == 0 && att90b_asc_wanted(d, p.n_kb);
     p.scale = d->scale;
     p.scale_log2 = d->scale * CML_ATTN_LOG2E;
     p.dK = dK;

@@ -61,6 +61,20 @@
  * lower, hence finished; tiles it claimed later only wait behind T inside the CTA); T waits only
  * on the semaphores of key blocks n + 1 .. N_m of its head, lower tiles, which have all added. So
  * T finishes, and by induction every tile does, whatever the grid size and co-residency.
+ * Ascending claims (p.asc, causal with hshift 0, session 12; attention_bwd_sm90.cu's rule): under the causal mask
+ * block 0 is a head's longest (it sees every query tile), and claimed last it ran alone at the
+ * end of the kernel (~7% of the span with CTAs idle at S = 16k). With p.asc the tiles of a head
+ * are numbered n = 0, 1, .. (the longest first); the walk, the ranks and so the bits are the same.
+ * Now (g, n) waits on tiles claimed AFTER it, so progress needs three things: the launch is
+ * cooperative (all CTAs resident, or it fails and the host launches descending instead), n_kb <=
+ * the grid, and a CTA claims a tile only once every dQ add of its previous one is done
+ * (cml__att90b_wait_added), so it holds at most one unfinished tile (else its earlier tile could
+ * wait on its own later one, which its busy consumers never start). Take the lowest head g with an
+ * unfinished tile: every earlier head's tiles are finished, and g's are claimed in ascending n. If
+ * all of g's tiles are claimed, the highest unfinished one waits on nothing unfinished and
+ * finishes. Else the counter stands inside g, and the CTAs holding an unfinished tile hold at most
+ * the n_kb - 1 claimed ones, fewer than the grid: some CTA is free and claims g's next tile.
+ * Either way g advances.
  * Masking by position only (keys past S_kv, the causal diagonal) on the tiles that need it; no
  * data-dependent branches: constant time per shape. */
 #ifndef CML_KERNELS_CUDA_ATTENTION_ATTENTION_BWD_SM90_CUH
@@ -83,6 +97,7 @@ typedef struct cml__att90b_params {
     int n_kb;        /* key blocks per (b, hk): ceil(Sk / BN) */
     int total_tiles; /* B * Hkv * n_kb */
     int hshift;      /* 2^hshift heads interleaved in the tile order (see cml__att90b_tile_pos) */
+    int asc;         /* key blocks claimed ascending, longest first (hshift 0, cooperative launch: header) */
     float scale_log2, scale;
     const float *lse2; /* (B, Hq, n_qt BM) */
     const float *di;   /* (B, Hq, n_qt BM) */
@@ -167,7 +182,8 @@ struct cml__att90b_smem {
         off_di = off_lse + ST * BM * 4,
         off_meta = off_di + ST * BM * 4,
         off_dqmeta = off_meta + ST * 16,
-        off_bar = off_dqmeta + NDQ * 16,
+        off_last = off_dqmeta + NDQ * 16, /* the producer's last tile (p.asc; shared: no register for it) */
+        off_bar = off_last + 16,
         n_bars = 1 + 3 * ST + 2 * NDQ + 4,
         total = 1024 + off_bar + 8 * n_bars
     };
@@ -183,10 +199,11 @@ enum { CML_ATT90B_FIRST = 1, CML_ATT90B_LAST = 2, CML_ATT90B_MASK = 4 };
  * descending, head fastest: tile = (group n_kb + n_kb - 1 - n) 2^hshift + g % 2^hshift. So the
  * tile of (g, n + 1), the one (g, n) waits on, is numbered 2^hshift lower (see the header), and
  * consecutive claims go to different heads: tiles that start together do not wait on each other
- * (hshift = 0: head-major, the blocks of a head one after the other). */
+ * (hshift = 0: head-major, the blocks of a head one after the other). p.asc (hshift 0 only):
+ * ascending, tile = g n_kb + n (see the header). */
 static __device__ __forceinline__ void cml__att90b_tile_pos(const cml__att90b_params &p, int tile, int &n, int &g) {
     const int u = tile >> p.hshift, grp = u / p.n_kb;
-    n = p.n_kb - 1 - (u - grp * p.n_kb);
+    n = p.asc ? u - grp * p.n_kb : p.n_kb - 1 - (u - grp * p.n_kb);
     g = grp << p.hshift | (tile & ((1 << p.hshift) - 1));
 }
 
@@ -431,6 +448,29 @@ static __global__ void __launch_bounds__(256, 8)
 
 /* ---- main kernel: the three roles ------------------------------------------------------------ */
 
+/* p.asc: a CTA holds at most one tile whose dQ adds are not all done (the header's progress argument).
+ * Waits until tile `tile`'s last partial through each dQ buffer has been added: its last NDQ steps
+ * (each buffer's writer adds its partials in step order; steps alternate between the buffers). Its
+ * steps run over the heads of its group, query tiles m_first .. n_qt - 1 each: the last is (last
+ * head, n_qt - 1), the one before (last head, n_qt - 2) or, for one tile a head, (head before, n_qt - 1). */
+template <int BM, int BN, int NDQ>
+static __device__ __noinline__ void cml__att90b_wait_added(const cml__att90b_params &p, int tile) {
+    int n, g;
+    cml__att90b_tile_pos(p, tile, n, g);
+    const int b = g / p.Hkv, hk = g % p.Hkv, m_first = cml__att90b_first_qtile<BM>(p, n * BN);
+    const int last = (b * p.Hq + (hk + 1) * p.group - 1) * p.n_qt + p.n_qt - 1;
+    for (int k = 0; k < NDQ; k++) {
+        int idx = last, m = p.n_qt - 1;
+        if (k == 1) {
+            if (p.n_qt - 1 > m_first) idx = last - 1, m = p.n_qt - 2;
+            else if (p.group > 1) idx = last - p.n_qt;
+            else break; /* one step in all: the other buffer's last partial is an earlier tile's, added */
+        }
+        const int want = cml__att90b_rank<BM, BN>(p, m, n) + 1;
+        while (cml__att90b_ld_acquire(p.dq_sem + idx) < want) __nanosleep(64);
+    }
+}
+
 /* Producer (one thread): claims tiles, loads K, V per tile and (Q, lse2), (dO, Di) per step. */
 template <int D, int BM, int ST, int NDQ, int VAR>
 static __device__ __forceinline__ void cml__att90b_produce(const CUtensorMap *map_q, const CUtensorMap *map_k,
@@ -449,10 +489,13 @@ static __device__ __forceinline__ void cml__att90b_produce(const CUtensorMap *ma
     int it = 0; /* steps so far: the stage ring's position */
     cml__att90b_prof<VAR> pf; /* slots 56..59: tile claim + previous tile done, stage waits, issue, tiles */
     pf.init(p.prof);
+    volatile int *last_tile = (volatile int *)(smem + sm::off_last);
     for (;;) {
         pf.lap(58);
+        if (p.asc && it > 0) cml__att90b_wait_added<BM, BN, NDQ>(p, *last_tile);
         const int tile = atomicAdd(p.tile_counter, 1);
         if (tile >= p.total_tiles) break;
+        *last_tile = tile;
         int n, g;
         cml__att90b_tile_pos(p, tile, n, g);
         const int b = g / p.Hkv, hk = g % p.Hkv;

@@ -40,6 +40,8 @@ cml_status cml__attention_bwd_sm90(cml_ctx *ctx, const cml_attention_desc *desc,
 
 /* Launches of the sm90 backward so far in this process (tests: which path ran). */
 long long cml__attention_bwd_sm90_runs(void);
+/* Main-kernel launches that claimed key blocks longest first (causal, cooperative; attention_bwd_sm90.cu). */
+long long cml__attention_bwd_sm90_asc_runs(void);
 
 /* "sm90", "mma" or "simt": the backward path cml_attention_bwd takes on CUDA (tests, benchmarks). */
 const char *cml__attention_bwd_cuda_path_name(const cml_ctx *ctx, const cml_attention_desc *desc, const void *dQ,
