@@ -12,7 +12,7 @@
  * Exits 77 ("skipped") without a GPU. */
 #include "gpu_row_util.h"
 #ifdef CML_HAVE_CUDA
-#include "kernels/cuda/cuda_kernels.h" /* cml__norm_bwd_cluster_launches */
+#include "kernels/cuda/cuda_kernels.h" /* cml__norm_bwd_cluster_launches, cml__norm_bwd_defer_* */
 #endif
 
 enum { AFFINE_BOTH, AFFINE_NONE, AFFINE_GAMMA };
@@ -23,6 +23,12 @@ typedef struct ln_case {
     int affine;
     bool alias; /* backward writes dx over dy */
 } ln_case;
+
+#ifdef CML_HAVE_CUDA
+/* Set by test_deferred_rows: every backward runs once more with CML_NORM_BWD_DEFER off and must give
+ * bitwise the same outputs. */
+static bool defer_ab;
+#endif
 
 static void run_ln(ln_case k) {
     char what[160];
@@ -95,6 +101,24 @@ static void run_ln(ln_case k) {
         compare_tol(bwhat, got + o, want + o, k.dt, ne, tol_for(k.dt), false);
         compare_tol(bwhat, gg, wg, k.dt, k.C, tol_for(k.dt), false);
         compare_tol(bwhat, gb, wb, k.dt, k.C, tol_for(k.dt), false);
+#ifdef CML_HAVE_CUDA
+        if (defer_ab) { /* the runs above deferred dx (test_deferred_rows); the other schedule's bits */
+            cml__norm_bwd_defer_force(0);
+            upload(ddy, hdy, bytes);
+            if (!k.alias) poison(dout, bytes);
+            poison(dgo, cbytes);
+            poison(dbo, cbytes);
+            CHECK_OK(cml_layernorm_bwd(gctx, (char *)dxo + o, dgo, dbo, (char *)ddy + o, (char *)dx + o, ggam, dm, dr,
+                                       k.rows, k.C, k.dt));
+            download(hx, dxo, bytes);
+            download(wg, dgo, cbytes);
+            download(wb, dbo, cbytes);
+            CHECK_MSG(memcmp(got, hx, bytes) == 0, "%s: dx differs from CML_NORM_BWD_DEFER=0's", bwhat);
+            CHECK_MSG(memcmp(gg, wg, cbytes) == 0, "%s: dgamma differs from CML_NORM_BWD_DEFER=0's", bwhat);
+            CHECK_MSG(memcmp(gb, wb, cbytes) == 0, "%s: dbeta differs from CML_NORM_BWD_DEFER=0's", bwhat);
+            cml__norm_bwd_defer_force(1);
+        }
+#endif
     }
     free(hx), free(hdy), free(want), free(got), free(hg), free(hb), free(wg), free(wb), free(gg), free(gb);
     free(hm), free(hr), free(gm), free(gr);
@@ -172,6 +196,30 @@ static void test_cluster_rows(void) {
 #endif
 }
 
+/* Rows of 17 and 33 full chunks (C = 131080: the last chunk 8 columns; f32 takes full chunks past
+ * 32 half chunks), whose chunks wait on each other in nbl_kernel, with the deferred dx schedule
+ * forced on (CML_NORM_BWD_DEFER, norm_bwd_long.cuh): run_ln's CPU comparison and repeat, and every
+ * output bitwise equal to the other schedule's. 37 rows over 15 (bf16) / 8 (f32) groups: 2..6 rows
+ * a group (the first row has no previous one, the last is written after the loop); one row; 151
+ * rows (outside a sanitizer); without gamma/beta, gamma only, dx over dy. */
+static void test_deferred_rows(void) {
+#ifdef CML_HAVE_CUDA
+    const unsigned long long launches = cml__norm_bwd_defer_launches();
+    cml__norm_bwd_defer_force(1);
+    defer_ab = true;
+    for (int d = 0; d < n_test_dtypes(); d++) {
+        run_ln((ln_case){TEST_DTYPES[d], 37, 131080, 0, AFFINE_BOTH, false});
+        run_ln((ln_case){TEST_DTYPES[d], 1, 131080, 0, AFFINE_BOTH, false});
+        run_ln((ln_case){TEST_DTYPES[d], 37, 131080, 0, AFFINE_NONE, false});
+        run_ln((ln_case){TEST_DTYPES[d], 37, 131080, 0, AFFINE_GAMMA, true});
+        if (!under_sanitizer()) run_ln((ln_case){TEST_DTYPES[d], 151, 131080, 0, AFFINE_BOTH, false});
+    }
+    defer_ab = false;
+    cml__norm_bwd_defer_force(-1);
+    CHECK_MSG(cml__norm_bwd_defer_launches() > launches, "the deferred nbl_kernel never ran");
+#endif
+}
+
 /* rows == 0: dgamma and dbeta are sums over no rows, so they are overwritten with zeros. */
 static void test_no_rows(void) {
     void *dg = dev_alloc(64), *db = dev_alloc(64), *p = dev_alloc(64);
@@ -193,6 +241,7 @@ int main(void) {
     RUN(test_edges);
     RUN(test_row_groups);
     RUN(test_cluster_rows);
+    RUN(test_deferred_rows);
     RUN(test_no_rows);
     return th_finish();
 }

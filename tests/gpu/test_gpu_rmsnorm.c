@@ -12,7 +12,7 @@
  * the dtype's norm-wise tolerance. Exits 77 ("skipped") without a GPU. */
 #include "gpu_row_util.h"
 #ifdef CML_HAVE_CUDA
-#include "kernels/cuda/cuda_kernels.h" /* cml__norm_bwd_cluster_launches */
+#include "kernels/cuda/cuda_kernels.h" /* cml__norm_bwd_cluster_launches, cml__norm_bwd_defer_* */
 #endif
 
 typedef struct rms_case {
@@ -21,6 +21,12 @@ typedef struct rms_case {
     bool gamma;
     bool alias; /* backward writes dx over dy */
 } rms_case;
+
+#ifdef CML_HAVE_CUDA
+/* Set by test_deferred_rows: every backward runs once more with CML_NORM_BWD_DEFER off and must give
+ * bitwise the same outputs. */
+static bool defer_ab;
+#endif
 
 /* GPU dx vs CPU dx: the error relative to the norm of rstd * dy * gamma, the larger of the
  * two terms dx is the difference of (they cancel when C = 1). */
@@ -95,6 +101,22 @@ static void run_rms(rms_case k) {
         }
         CHECK_MSG(memcmp(got + o, again + o, (size_t)ne * es) == 0, "%s: a repeat run's dx differs", bwhat);
         CHECK_MSG(memcmp(gg, gg2, cbytes) == 0, "%s: a repeat run's dgamma differs", bwhat);
+#ifdef CML_HAVE_CUDA
+        if (defer_ab) { /* the runs above deferred dx (test_deferred_rows); the other schedule's bits */
+            cml__norm_bwd_defer_force(0);
+            upload(ddy, hdy, bytes);
+            if (!k.alias) poison(dout, bytes);
+            poison(dgo, cbytes);
+            CHECK_OK(cml_rmsnorm_bwd(gctx, (char *)dxo + o, dgo, (char *)ddy + o, (char *)dx + o, ggam, dr, k.rows,
+                                     k.C, k.dt));
+            download(again, dxo, bytes);
+            download(gg2, dgo, cbytes);
+            CHECK_MSG(memcmp(got + o, again + o, (size_t)ne * es) == 0, "%s: dx differs from CML_NORM_BWD_DEFER=0's",
+                      bwhat);
+            CHECK_MSG(memcmp(gg, gg2, cbytes) == 0, "%s: dgamma differs from CML_NORM_BWD_DEFER=0's", bwhat);
+            cml__norm_bwd_defer_force(1);
+        }
+#endif
         compare_dx(bwhat, got + o, want + o, hdy + o, cg, hr, k);
         compare_tol(bwhat, gg, wg, k.dt, k.C, tol_for(k.dt), false);
         /* without dgamma: the same dx */
@@ -188,6 +210,30 @@ static void test_cluster_rows(void) {
 #endif
 }
 
+/* Rows of 17 and 33 full chunks (C = 131080: the last chunk 8 columns; f32 takes full chunks past
+ * 32 half chunks), whose chunks wait on each other in nbl_kernel, with the deferred dx schedule
+ * forced on (CML_NORM_BWD_DEFER, norm_bwd_long.cuh): run_rms's CPU comparison and repeat, and dx and
+ * dgamma bitwise equal to the other schedule's. 37 rows over 15 (bf16) / 8 (f32) groups: 2..6 rows
+ * a group (the first row has no previous one, the last is written after the loop); one row; 151
+ * rows (outside a sanitizer); without gamma, dx over dy. */
+static void test_deferred_rows(void) {
+#ifdef CML_HAVE_CUDA
+    const unsigned long long launches = cml__norm_bwd_defer_launches();
+    cml__norm_bwd_defer_force(1);
+    defer_ab = true;
+    for (int d = 0; d < n_test_dtypes(); d++) {
+        run_rms((rms_case){TEST_DTYPES[d], 37, 131080, 0, true, false});
+        run_rms((rms_case){TEST_DTYPES[d], 1, 131080, 0, true, false});
+        run_rms((rms_case){TEST_DTYPES[d], 37, 131080, 0, false, false});
+        run_rms((rms_case){TEST_DTYPES[d], 37, 131080, 0, true, true});
+        if (!under_sanitizer()) run_rms((rms_case){TEST_DTYPES[d], 151, 131080, 0, true, false});
+    }
+    defer_ab = false;
+    cml__norm_bwd_defer_force(-1);
+    CHECK_MSG(cml__norm_bwd_defer_launches() > launches, "the deferred nbl_kernel never ran");
+#endif
+}
+
 /* rows == 0: dgamma is a sum over no rows, so it is overwritten with zeros. */
 static void test_no_rows(void) {
     void *dg = dev_alloc(64), *p = dev_alloc(64);
@@ -216,6 +262,7 @@ int main(void) {
     RUN(test_edges);
     RUN(test_row_groups);
     RUN(test_cluster_rows);
+    RUN(test_deferred_rows);
     RUN(test_no_rows);
     RUN(test_unsupported_dtype);
     return th_finish();

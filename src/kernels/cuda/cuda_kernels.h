@@ -125,6 +125,11 @@ void cml__gemm_sm90_force_deep(int mode);
 /* For tests: how many launches so far ran the LayerNorm / RMSNorm backward's thread-block-cluster
  * kernel (norm_bwd_cluster.cuh), both together. */
 unsigned long long cml__norm_bwd_cluster_launches(void);
+/* For tests: the LayerNorm / RMSNorm backward's deferred dx schedule (CML_NORM_BWD_DEFER,
+ * norm_bwd_long.cuh) forced on (1), off (0) or back to the environment's setting (-1), process-wide;
+ * and how many launches so far ran it. */
+void cml__norm_bwd_defer_force(int mode);
+unsigned long long cml__norm_bwd_defer_launches(void);
 /* The grouped form of the sm90 path: every problem in one persistent launch. */
 bool cml__gemm_sm90_grouped_takes(const cml_ctx *ctx, const cml_gemm_desc *descs, int64_t count, void *const *D,
                                   const void *const *A, const void *const *B, const void *const *C);

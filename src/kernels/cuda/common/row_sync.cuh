@@ -150,6 +150,53 @@ static __device__ __forceinline__ M cml__row_merge_up(unsigned *sync, unsigned l
     return a;
 }
 
+/* cml__row_merge_up in two halves, for a kernel that publishes a row's state and merges that row
+ * later, after other work (norm_bwd_long.cuh's deferred dx: publish row r, merge row r - 1).
+ * Lane 0 of the warp that merges publishes (any lane may call it; only lane 0 acts). */
+template <typename S>
+static __device__ __forceinline__ void cml__row_publish(unsigned *sync, unsigned long long *slots, long long row,
+                                                        int chunk, int splits, const S &mine) {
+    if ((threadIdx.x & 31) != 0) return;
+    *(volatile unsigned long long *)(slots + row * (long long)splits + chunk) = cml__state_pack(mine);
+    asm volatile("red.relaxed.gpu.global.add.u32 [%0], %1;" ::"l"(sync + CML__ROW_SYNC_COUNTS + row),
+                 "r"(0xFFFFFFFFu)
+                 : "memory"); /* -1 */
+}
+
+/* The second half, by all 32 lanes of the warp whose lane 0 published: waits for the row's count,
+ * folds the slots in the order of cml__row_merge_up (same states, same order: the same bits). */
+template <typename S, typename Merge>
+static __device__ __forceinline__ S cml__row_gather(unsigned *sync, unsigned long long *slots, long long row,
+                                                    int splits, S id, Merge merge, bool &ok) {
+    const int lane = threadIdx.x & 31;
+    unsigned long long *rs = slots + row * (long long)splits;
+    unsigned *count = sync + CML__ROW_SYNC_COUNTS + row;
+    bool good = true;
+    if (lane == 0) {
+        const unsigned done = 0xFFFFFFFFu - (unsigned)splits;
+        for (long long spins = 0; *(volatile unsigned *)count != done; spins++) {
+            if (spins > (1ll << 25)) {
+                good = false;
+                break;
+            }
+            __nanosleep(64);
+        }
+    }
+    __syncwarp();
+    S a = id;
+    for (int k = lane; k < splits; k += 32) {
+        unsigned long long u;
+        good = cml__spin_while_eq((volatile unsigned long long *)(rs + k), CML__ROW_SYNC_EMPTY, u) && good;
+        a = merge(a, cml__state_unpack<S>(u));
+    }
+    ok = __all_sync(CML__FULL_MASK, good);
+    for (int off = 16; off > 0; off >>= 1) {
+        S o = cml__shfl_down_t(a, off);
+        a = merge(a, o);
+    }
+    return a;
+}
+
 template <typename S, typename Merge>
 static __device__ __forceinline__ S cml__row_merge(unsigned *sync, unsigned long long *slots, long long row, int chunk,
                                                    int splits, const S &mine, S id, Merge merge, bool &ok) {

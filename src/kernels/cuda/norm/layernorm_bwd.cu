@@ -225,6 +225,16 @@ extern "C" unsigned long long cml__norm_bwd_cluster_launches(void) {
     return __atomic_load_n(&nbc_launch_count(), __ATOMIC_RELAXED);
 }
 
+/* For tests (cuda_kernels.h): CML_NORM_BWD_DEFER set in-process (1 / 0; -1: back to the
+ * environment's), and the deferred nbl_kernel launches so far, LayerNorm and RMSNorm together. */
+extern "C" void cml__norm_bwd_defer_force(int mode) {
+    nbl_defer_forced() = mode;
+}
+
+extern "C" unsigned long long cml__norm_bwd_defer_launches(void) {
+    return __atomic_load_n(&nbl_defer_launch_count(), __ATOMIC_RELAXED);
+}
+
 static cml_status launched(const char *kernel, cml_dtype dt, long long n, unsigned grid, unsigned block) {
     return cml__cuda_check_launch(FN, kernel, cml_dtype_name(dt), n, grid, block);
 }
