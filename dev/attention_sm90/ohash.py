@@ -37,11 +37,28 @@ SHAPES = [
     (3, 1000, 1500, 8, 2, 256, True),     # D = 256, S_q < S_kv, GQA
 ]
 
+# --short (session 12, helper h12e: run_s13_short.sh): the short causal shapes whose path the s13_short patch's
+# switches change -- D = 256 causal S_kv <= 1024 (the persistent kernel, O from registers) and D = 64 causal with
+# S_q % 64 == 0, S_q % 192 != 0 (end-aligned query tiles) -- with odd sizes, S_q != S_kv both ways, GQA, fewer
+# tiles than SMs, and controls (full, S_q % 192 == 0). Every line must equal the base library's.
+SHORT = [
+    (32, 512, 512, 8, 8, 256, True), (16, 1024, 1024, 8, 8, 256, True),   # the benchmark's S = 512 / 1k
+    (2, 1000, 1000, 5, 5, 256, True), (3, 700, 1000, 8, 2, 256, True),   # partial tile; S_q < S_kv, GQA
+    (2, 1000, 600, 4, 4, 256, True), (1, 77, 77, 3, 3, 256, True),       # rows without keys; 3 tiles only
+    (2, 512, 512, 8, 8, 256, False),                                      # full: the one-tile kernel as before
+    (16, 1024, 1024, 32, 32, 64, True), (32, 512, 512, 32, 32, 64, True), # S_q % 192 = 64 / 128
+    (2, 960, 960, 4, 4, 64, True), (3, 1088, 1088, 5, 5, 64, True),      # 960 = 5 x 192 (no shift); 1088
+    (2, 640, 1000, 8, 2, 64, True), (2, 1024, 704, 8, 8, 64, True),      # S_q < S_kv GQA; S_q > S_kv
+    (1, 128, 128, 2, 2, 64, True), (2, 1024, 1024, 8, 8, 64, False),     # one tile; full (unchanged)
+]
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", required=True)
+    ap.add_argument("--short", action="store_true", help="the SHORT shapes instead of SHAPES")
     args = ap.parse_args()
+    shapes = SHORT if args.short else SHAPES
     import torch
 
     camel = Camel(args.lib)
@@ -49,7 +66,7 @@ def main():
     dev = torch.device("cuda")
     fails = 0
     with torch.cuda.stream(stream):
-        for i, (B, Sq, Sk, Hq, Hkv, D, causal) in enumerate(SHAPES):
+        for i, (B, Sq, Sk, Hq, Hkv, D, causal) in enumerate(shapes):
             g = torch.Generator(device=dev)
             g.manual_seed(1000 + i)
             s3 = math.sqrt(3.0)
@@ -75,7 +92,7 @@ def main():
             print(f"B={B} S={Sq}/{Sk} H={Hq}/{Hkv} D={D} {'causal' if causal else 'full  '} "
                   f"O {ho} lse {hl} nan {nan} {'repeat ok' if rep else 'REPEAT DIFFERS'}", flush=True)
             del q, k, v, o, lse
-    print(f"ohash: {len(SHAPES)} shapes, {fails} failures (NaN left or repeat differs)")
+    print(f"ohash: {len(shapes)} shapes, {fails} failures (NaN left or repeat differs)")
     return 1 if fails else 0
 
 
