@@ -52,13 +52,25 @@ SHORT = [
     (1, 128, 128, 2, 2, 64, True), (2, 1024, 1024, 8, 8, 64, False),     # one tile; full (unchanged)
 ]
 
+# --qshift (session 12, helper h12g: run_s13_qshift.sh): the long causal D = 64 shapes whose query tiles the
+# QSHIFT rule aligns to the sequence end by default (S_q % 192 == 64: 4k, 16k; S_kv > S_q with GQA; S_q > S_kv)
+# and, with CML_ATT_FWD_QSHIFT=1, by 64 rows (S_q % 192 == 128: 2k, 8k); full 4k as a control.
+QSHIFT = [
+    (4, 4096, 4096, 16, 16, 64, True), (1, 16384, 16384, 8, 8, 64, True),   # the benchmark's 4k / 16k (fewer heads)
+    (2, 4096, 4500, 8, 2, 64, True), (2, 4096, 3000, 4, 4, 64, True),      # S_q < S_kv GQA; S_q > S_kv
+    (2, 2048, 2048, 8, 8, 64, True), (1, 8192, 8192, 4, 4, 64, True),      # S_q % 192 == 128 (shifted with =1)
+    (2, 4096, 4096, 8, 8, 64, False),                                       # full: never shifted
+]
+
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", required=True)
     ap.add_argument("--short", action="store_true", help="the SHORT shapes instead of SHAPES")
+    ap.add_argument("--qshift", action="store_true", help="the QSHIFT shapes instead of SHAPES")
     args = ap.parse_args()
-    shapes = SHORT if args.short else SHAPES
+    shapes = SHORT if args.short else QSHIFT if args.qshift else SHAPES
     import torch
 
     camel = Camel(args.lib)
