@@ -2,8 +2,8 @@
  * the kernel variants of the README's "Backward" ladder, timed per launch (prep, main, convert),
  * checked bitwise against the first variant (the library's kernel), optionally with the phase
  * profile (variants with VAR & PROF: the SET=2 list).
- * One head dim per binary, -DHD=64 / 128 / 256 (D = 256: its own main kernel,
- * attention_bwd_sm90_d256.cuh), so that the device compiles them in parallel:
+ * One head dim per binary, -DHD=64 / 128 / 256 (D = 256: its own main kernel, the pair-K clusters of
+ * attention_bwd_sm90_d256p.cuh), so that the device compiles them in parallel:
  *   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Isrc -Xptxas=-v -DHD=128 \
  *        dev/attention_sm90/bwd_harness.cu -lcuda -o build-att/bwd128
  *   bwd128 perf [S...]        every variant, S in {512, 2048, 8192} (default), full and causal
@@ -30,9 +30,8 @@
 
 #include "camel/status.h"
 #include "kernels/cuda/attention/attention_bwd_sm90.cuh"
-#include "kernels/cuda/attention/attention_bwd_sm90_d256.cuh"
 #if HD == 256
-#include "kernels/cuda/attention/attention_bwd_sm90_d256p.cuh" /* the dev pair-K kernel (SET=9) */
+#include "kernels/cuda/attention/attention_bwd_sm90_d256p.cuh" /* D = 256: the pair-K kernel */
 #endif
 
 #ifndef HD
@@ -98,8 +97,10 @@ __global__ void hash_kernel(const uint32_t *x, const uint32_t *ref, size_t n, un
 /* ---- variants -------------------------------------------------------------------------------- */
 
 enum { BM = HD == 64 ? 128 : 64 };
-/* keys per work tile and dQ parts per query tile (D = 256: its own kernel, attention_bwd_sm90_d256.cuh) */
-enum { BNH = HD == 256 ? 64 : CML_ATT90B_BN, HALVES = HD == 256 ? 2 : 1 };
+/* keys per work tile and dQ parts per query tile (D = 256: its own kernel, attention_bwd_sm90_d256p.cuh) */
+enum { BNH = HD == 256 ? 64 : CML_ATT90B_BN, PARTS = HD == 256 ? 4 : 1 }; /* PARTS: dQ semaphores a query tile */
+/* D = 256: work units are key-block pairs (the pair-K kernel), the convert reads 64 x 64 quarters */
+enum { PAIRS = HD == 256 };
 
 struct maps {
     CUtensorMap q, k, v, o, dO;
@@ -142,23 +143,10 @@ static void launch_main_asc(const maps &m, const cml__att90b_params &p0, int gri
     CK(cudaLaunchKernelEx(&lc, kern, m.q, m.k, m.v, m.dO, p));
 }
 
-/* D = 256: the library's main kernel for that head dim (BM 64, one stage, two dQ half buffers) */
-template <int VAR>
-static void launch_main256(const maps &m, const cml__att90b_params &p, int grid) {
-    typedef cml__att90b256_sm sm;
-    static_assert(sm::total <= 232448, "shared memory");
-    auto kern = cml__att90b256_kernel<CML_ATT90_BF16, VAR>;
-    static bool set;
-    if (!set) {
-        CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, sm::total));
-        set = true;
-    }
-    kern<<<grid, CML_ATT90B_THREADS, sm::total>>>(m.q, m.k, m.v, m.dO, p);
-}
-
 #if HD == 256
-/* D = 256 pair-K (dev, attention_bwd_sm90_d256p.cuh): clusters of 2 CTAs, p.total_tiles = units (key-block pairs x
- * kv heads), as many clusters as fit at once (cudaOccupancyMaxActiveClusters) up to the units; grid (CTAs) unused */
+/* D = 256, the library's pair-K kernel (attention_bwd_sm90_d256p.cuh): clusters of 2 CTAs, p.total_tiles =
+ * units (key-block pairs x kv heads), as many clusters as fit at once (cudaOccupancyMaxActiveClusters) up to
+ * the units; grid (CTAs) unused */
 template <int VAR>
 static void launch_pair256(const maps &m, const cml__att90b_params &p, int grid) {
     (void)grid;
@@ -196,9 +184,6 @@ typedef struct variant {
                 alone), 1 the library's plain launch (one wave, no event between: main + convert timed
                 together), 2 the library's programmatic dependent launch (WAIT kernel; session 8, part 2) */
     int chgroup; /* causal problems: kv heads interleaved (> 0 overrides hgroup there; 0: hgroup's rule) */
-    int pair;    /* D = 256 pair-K (SET=9): units of key-block pairs, 4 dQ semaphores per query tile, the QUART
-                    convert; dK / dV bitwise equal to lib, dQ bitwise equal to the first pair run and within
-                    1e-2 (relative, norm-wise) of lib */
 } variant;
 
 /* the first variant, the reference, is the library's kernel (attention_bwd_sm90.cu's att90b_cfg:
@@ -229,11 +214,14 @@ enum { LIBV = CML_ATT90B_V_EARLYREL }; /* the library's VAR (attention_bwd_sm90.
 enum { LIBV = 0 };
 #endif
 #if HD == 256
-#define LIB_MAIN(V) launch_main256<LIBV | (V)>
+#define LIB_MAIN(V) launch_pair256<LIBV | (V)>
 #define LIB_HG -1 /* the library's D = 256 head interleave (see run_problem) */
 #else
 #define LIB_MAIN(V) launch_main<LIB_ST, LIB_NDQ, LIBV | (V)>
 #define LIB_HG 0
+#endif
+#if HD == 256 && SET == 1
+#error "the pair-K D = 256 kernel records no EXITT (CTA exit times): SET=1 is D = 64 / 128 only"
 #endif
 static const variant VARIANTS[] = {
 #if SET == 1
@@ -256,16 +244,10 @@ static const variant VARIANTS[] = {
     {"unord prof", LIB_MAIN(CML_ATT90B_V_UNORDERED | CML_ATT90B_V_PROF), 1, 1, LIB_HG, 0},
 #elif SET == 10 && HD != 256
     /* session 12: ascending claims (longest first) against descending, both with the library's PDL convert */
-    {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0, 2, 0, 0},
-    {"asc", launch_main_asc<LIB_ST, LIB_NDQ, LIBV>, 0, 0, LIB_HG, 0, 2, 0, 0},
-    {"lib (2)", LIB_MAIN(0), 0, 0, LIB_HG, 0, 2, 0, 0},
-    {"asc (2)", launch_main_asc<LIB_ST, LIB_NDQ, LIBV>, 0, 0, LIB_HG, 0, 2, 0, 0},
-#elif SET == 9 && HD == 256
-    /* session 11 (h11d): the pair-K cluster kernel against lib in turns, both with the library's PDL convert */
-    {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0, 2, 0, 0},
-    {"pair", launch_pair256<0>, 0, 0, LIB_HG, 0, 2, 0, 1},
-    {"lib (2)", LIB_MAIN(0), 0, 0, LIB_HG, 0, 2, 0, 0},
-    {"pair (2)", launch_pair256<0>, 0, 0, LIB_HG, 0, 2, 0, 1},
+    {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0, 2, 0},
+    {"asc", launch_main_asc<LIB_ST, LIB_NDQ, LIBV>, 0, 0, LIB_HG, 0, 2, 0},
+    {"lib (2)", LIB_MAIN(0), 0, 0, LIB_HG, 0, 2, 0},
+    {"asc (2)", launch_main_asc<LIB_ST, LIB_NDQ, LIBV>, 0, 0, LIB_HG, 0, 2, 0},
 #else
     {"lib", LIB_MAIN(0), 0, 0, LIB_HG, 0, 0},
     {"lib (2)", LIB_MAIN(0), 0, 0, LIB_HG, 0, 0},
@@ -276,36 +258,13 @@ enum { N_VARIANTS = sizeof VARIANTS / sizeof VARIANTS[0] };
 /* The library's convert launch (attention_bwd_sm90.cu, att90b_launch): one wave of 256-thread
  * blocks, plainly or as a programmatic dependent launch of the main kernel just launched. */
 static void launch_convert(bool pdl, const float *acc, uint16_t *dq, const long long sq[3], int H, int Sq, int n_qt,
-                           int causal, int off, float scale, long long n4, const int *sem, int *unit_counter, int n_kb,
-                           bool quart = false) {
+                           int causal, int off, float scale, long long n4, const int *sem, int *unit_counter,
+                           int adders) {
     const long long want = n4 / 1024, cap = (long long)g_sms * 8;
     const unsigned cgrid = (unsigned)(want < cap ? want : cap);
-#if HD == 256
-    if (quart) { /* the pair-K kernel's accumulator: 64 x 64 quarters, one semaphore each, counting pairs (n_kb) */
-        if (!pdl) {
-            cml__att90b_dq_kernel<CML_ATT90_BF16, HD, BM, false, true><<<cgrid, 256>>>(
-                (const float4 *)acc, dq, sq[0], sq[1], sq[2], H, Sq, n_qt, causal, off, scale, n4, NULL, NULL, 0);
-            return;
-        }
-        cudaLaunchConfig_t lc;
-        memset(&lc, 0, sizeof lc);
-        lc.gridDim = dim3(cgrid);
-        lc.blockDim = dim3(256);
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[0].val.programmaticStreamSerializationAllowed = 1;
-        lc.attrs = at;
-        lc.numAttrs = 1;
-        CK(cudaLaunchKernelEx(&lc, cml__att90b_dq_kernel<CML_ATT90_BF16, HD, BM, true, true>, (const float4 *)acc, dq,
-                              sq[0], sq[1], sq[2], H, Sq, n_qt, causal, off, scale, n4, sem, unit_counter, n_kb));
-        return;
-    }
-#else
-    (void)quart;
-#endif
     if (!pdl) {
-        cml__att90b_dq_kernel<CML_ATT90_BF16, HD, BM><<<cgrid, 256>>>((const float4 *)acc, dq, sq[0], sq[1], sq[2], H, Sq,
-                                                                     n_qt, causal, off, scale, n4, NULL, NULL, 0);
+        cml__att90b_dq_kernel<CML_ATT90_BF16, HD, BM, false, PAIRS><<<cgrid, 256>>>(
+            (const float4 *)acc, dq, sq[0], sq[1], sq[2], H, Sq, n_qt, causal, off, scale, n4, NULL, NULL, 0);
         return;
     }
     cudaLaunchConfig_t lc;
@@ -317,8 +276,8 @@ static void launch_convert(bool pdl, const float *acc, uint16_t *dq, const long 
     at[0].val.programmaticStreamSerializationAllowed = 1;
     lc.attrs = at;
     lc.numAttrs = 1;
-    CK(cudaLaunchKernelEx(&lc, cml__att90b_dq_kernel<CML_ATT90_BF16, HD, BM, true>, (const float4 *)acc, dq, sq[0], sq[1],
-                          sq[2], H, Sq, n_qt, causal, off, scale, n4, sem, unit_counter, n_kb));
+    CK(cudaLaunchKernelEx(&lc, cml__att90b_dq_kernel<CML_ATT90_BF16, HD, BM, true, PAIRS>, (const float4 *)acc, dq,
+                          sq[0], sq[1], sq[2], H, Sq, n_qt, causal, off, scale, n4, sem, unit_counter, adders));
 }
 
 /* A 4-D map (D, H, S, B) as the library makes it (cml__att90_map). */
@@ -336,7 +295,7 @@ static void make_map(CUtensorMap *m, void *ptr, int B, int S, int H, int D, cons
     }
 }
 
-#if HD == 256 /* attention_bwd_sm90_d256.cuh's consumer laps (consumer 0 | consumer 1 where they differ) */
+#if HD == 256 /* the pair-K consumers' laps (consumer 0 | consumer 1 where they differ; lap 7 adds the peer's dS^T) */
 static const char *SLOT_NAMES[64] = {
     "q_full wait", "do wait", "S|dP wgmma", "P math|p_full wait", "p_empty wait|dS math", "P store+dO wait|ds_empty wait",
     "dV issue|dS store+dK issue", "ds_full wait", "dq issue+wait1", "wait0", "dq_empty wait", "dq store", "last rows",
@@ -452,16 +411,17 @@ static int run_problem(shape sh, int only_v, int reps) {
     p.scale = scale, p.scale_log2 = scale * 1.4426950408889634f;
     p.dK = dk, p.dV = dv;
     for (int i = 0; i < 3; i++) p.dk_s[i] = p.dv_s[i] = sk[i];
-    const long long rows_pad = (long long)B * H * p.n_qt * BM, n_sem = (long long)B * H * p.n_qt * HALVES;
+    const long long rows_pad = (long long)B * H * p.n_qt * BM, n_sem = (long long)B * H * p.n_qt * PARTS;
     float *lse2, *di, *acc;
     int *sem;
     CK(cudaMalloc(&lse2, rows_pad * 4));
     CK(cudaMalloc(&di, rows_pad * 4));
     CK(cudaMalloc(&acc, rows_pad * D * 4));
-    /* semaphores (the pair-K kernel: twice as many, one per quarter), tile counter, the convert's unit counter */
-    CK(cudaMalloc(&sem, (2 * n_sem + 2) * 4));
+    CK(cudaMalloc(&sem, (n_sem + 2) * 4)); /* semaphores, tile counter, the convert's unit counter */
     p.lse2 = lse2, p.di = di, p.dq_acc = acc, p.dq_sem = sem, p.tile_counter = sem + n_sem;
-    const int n_kb = p.n_kb, n_pairs = (n_kb + 1) / 2;
+    /* work units: key blocks (D = 256: pairs of them) and the adders the convert waits for */
+    const int adders = PAIRS ? (p.n_kb + 1) / 2 : p.n_kb;
+    p.total_tiles = B * Hkv * adders;
     unsigned long long *prof, *hbuf;
     double *ebuf;
     const int grid = p.total_tiles < g_sms ? p.total_tiles : g_sms;
@@ -474,7 +434,7 @@ static int run_problem(shape sh, int only_v, int reps) {
     const double flop = 4.0 * B * H * (double)Sq * Sk * D * (causal ? 0.5 : 1.0);
     cudaEvent_t ev[4];
     for (int i = 0; i < 4; i++) cudaEventCreate(&ev[i]);
-    unsigned long long hash_ref = 0, ref_h[3] = {0, 0, 0}, pair_dq = 0; /* pair: lib's per array, the first pair's dQ */
+    unsigned long long hash_ref = 0;
     int fail = 0;
     char tag[96];
     snprintf(tag, sizeof tag, "D=%d S=%-5d %s", D, Sq, causal ? "causal" : "full  ");
@@ -494,10 +454,6 @@ static int run_problem(shape sh, int only_v, int reps) {
                                           : 4;
         while ((2 << p.hshift) <= hgroup && (B * Hkv) % (2 << p.hshift) == 0) p.hshift++;
         p.prof = var.prof || var.exitt ? prof : NULL;
-        /* the pair-K kernel: units of key-block pairs, 4 semaphores per query tile */
-        const long long nsem_v = var.pair ? 2 * n_sem : n_sem;
-        p.total_tiles = B * Hkv * (var.pair ? n_pairs : n_kb);
-        p.tile_counter = sem + nsem_v;
         float *tp = (float *)malloc(reps * 4), *tm = (float *)malloc(reps * 4), *tc = (float *)malloc(reps * 4),
               *tt = (float *)malloc(reps * 4);
         const int runs = var.prof || var.exitt ? 2 : reps + 2;
@@ -511,20 +467,17 @@ static int run_problem(shape sh, int only_v, int reps) {
             if ((var.prof || var.exitt) && r == 1) CK(cudaMemset(prof, 0, (size_t)grid * 64 * 8));
             cudaEventRecord(ev[0]);
             cml__att90b_prep_kernel<CML_ATT90_BF16, HD><<<pgrid, 256>>>(dout, o, sq[0], sq[1], sq[2], lse, H, Sq,
-                                                                        p.n_qt * BM, rows_pad, lse2, di, sem, (int)nsem_v);
+                                                                        p.n_qt * BM, rows_pad, lse2, di, sem, (int)n_sem);
             if (var.unordered) CK(cudaMemsetAsync(acc, 0, rows_pad * D * 4)); /* no first-adder store */
             cudaEventRecord(ev[1]);
             var.fn(m, p, grid);
-            if (var.cvt == 0 && !var.pair) {
+            if (var.cvt == 0) {
                 cudaEventRecord(ev[2]);
-                cml__att90b_dq_kernel<CML_ATT90_BF16, HD, BM><<<cgrid, 256>>>(
+                cml__att90b_dq_kernel<CML_ATT90_BF16, HD, BM, false, PAIRS><<<cgrid, 256>>>(
                     (const float4 *)acc, dq, sq[0], sq[1], sq[2], H, Sq, p.n_qt, causal, Sk - Sq, scale, n4, NULL, NULL, 0);
-            } else if (var.cvt == 0) { /* pair: the QUART convert, plainly after main */
-                cudaEventRecord(ev[2]);
-                launch_convert(false, acc, dq, sq, H, Sq, p.n_qt, causal, Sk - Sq, scale, n4, NULL, NULL, 0, true);
             } else {
-                launch_convert(var.cvt == 2, acc, dq, sq, H, Sq, p.n_qt, causal, Sk - Sq, scale, n4, sem, sem + nsem_v + 1,
-                               var.pair ? n_pairs : n_kb, var.pair != 0);
+                launch_convert(var.cvt == 2, acc, dq, sq, H, Sq, p.n_qt, causal, Sk - Sq, scale, n4, sem, sem + n_sem + 1,
+                               adders);
             }
             cudaEventRecord(ev[3]);
             CK(cudaEventSynchronize(ev[3]));
@@ -541,8 +494,8 @@ static int run_problem(shape sh, int only_v, int reps) {
                 tt[r - 2] = tp[r - 2] + tm[r - 2] + tc[r - 2];
             }
             if (r == 0) { /* the check: bitwise against variant 0 (its first run is the reference) */
-                unsigned long long hs = 0, ha[3];
-                double err[2] = {0, 0}, e3 = 0, ea[3] = {0, 0, 0};
+                unsigned long long hs = 0;
+                double err[2] = {0, 0}, e3 = 0, ea;
                 for (int a = 0; a < 3; a++) {
                     uint16_t *x = a == 0 ? dq : a == 1 ? dk : dv;
                     const size_t n = a == 0 ? nq : nk;
@@ -555,9 +508,7 @@ static int run_problem(shape sh, int only_v, int reps) {
                     CK(cudaMemcpy(&h1, hbuf, 8, cudaMemcpyDeviceToHost));
                     CK(cudaMemcpy(err, ebuf, 16, cudaMemcpyDeviceToHost));
                     hs = hs * 31 + h1;
-                    ha[a] = h1;
-                    if (vi == 0) ref_h[a] = h1;
-                    if (vi > 0) ea[a] = sqrt(err[0] / (err[1] > 0 ? err[1] : 1)), e3 = isnan(ea[a]) || isnan(e3) ? NAN : fmax(e3, ea[a]);
+                    if (vi > 0) ea = sqrt(err[0] / (err[1] > 0 ? err[1] : 1)), e3 = isnan(ea) || isnan(e3) ? NAN : fmax(e3, ea);
                     if (vi == 0) CK(cudaMemcpy(ref[a], x, n * 2, cudaMemcpyDeviceToDevice));
                     if (vi == 0 && isnan(err[0])) {
                         printf("%s %-14s check: DIFFERS: FAIL: %s holds NaN or infinity\n", tag, var.name, a == 0 ? "dQ" : a == 1 ? "dK" : "dV");
@@ -565,36 +516,6 @@ static int run_problem(shape sh, int only_v, int reps) {
                     }
                 }
                 if (vi == 0) hash_ref = hs;
-                if (var.pair) { /* other dQ bits by design (the pair's sum in the wgmma, then the pair order) */
-                    if (!pair_dq) pair_dq = ha[0];
-                    const bool kv = ha[1] == ref_h[1] && ha[2] == ref_h[2], rep = ha[0] == pair_dq, close = ea[0] <= 1e-2;
-                    if (!kv || !rep || !close) fail = 1;
-                    if (!close) { /* where: the non-finite dQ elements of pair and lib (first few, with values) */
-                        uint16_t *hp = (uint16_t *)malloc(nq * 2), *hl = (uint16_t *)malloc(nq * 2);
-                        CK(cudaMemcpy(hp, dq, nq * 2, cudaMemcpyDeviceToHost));
-                        CK(cudaMemcpy(hl, ref[0], nq * 2, cudaMemcpyDeviceToHost));
-                        size_t badp = 0, badl = 0, poison = 0, shown = 0;
-                        for (size_t i = 0; i < nq; i++) {
-                            const uint32_t up = (uint32_t)hp[i] << 16, ul = (uint32_t)hl[i] << 16;
-                            float fp, fl;
-                            memcpy(&fp, &up, 4), memcpy(&fl, &ul, 4);
-                            badl += !isfinite(fl), poison += hp[i] == 0xFFFF;
-                            if (!isfinite(fp)) {
-                                badp++;
-                                if (shown++ < 8) {
-                                    const size_t d = i % D, h = i / D % H, s = i / ((size_t)D * H) % Sq, b = i / ((size_t)D * H * Sq);
-                                    printf("  nonfinite pair dQ b=%zu s=%zu h=%zu d=%zu bits %04x (lib %g)\n", b, s, h, d, hp[i], fl);
-                                }
-                            }
-                        }
-                        printf("  pair dQ: %zu non-finite (%zu poison 0xFFFF) of %zu; lib dQ: %zu non-finite\n", badp, poison, nq, badl);
-                        free(hp), free(hl);
-                    }
-                    printf("%s %-14s check: %s: dK dV %s lib, dQ %s the first pair run, dQ rel.diff %.1e to lib%s\n", tag,
-                           var.name, kv && rep && close ? "pair ok" : "DIFFERS: FAIL", kv ? "bitwise equal to" : "NOT equal to",
-                           rep ? "bitwise equal to" : "NOT equal to", ea[0], close ? "" : " (> 1e-2)");
-                    continue;
-                }
                 const bool same = hs == hash_ref;
                 if (!same && !var.unordered) fail = 1;
                 printf("%s %-14s check: %s (rel.diff %.1e)\n", tag, var.name,

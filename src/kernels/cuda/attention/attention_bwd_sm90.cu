@@ -42,8 +42,7 @@ static int att90b_bn(int64_t D) { return D == 256 ? (int)att90b_cfg<256>::BN : C
 
 /* The main kernel of a head dim: D = 64 / 128 share one persistent kernel, one CTA a SM; D = 256
  * runs the pair-K kernel in 2-CTA clusters (session 12: the whole backward 0.87-0.90x the time of
- * the one-CTA D = 256 kernel of attention_bwd_sm90_d256.cuh, which dev/attention_sm90 keeps for A/B
- * runs), as many clusters as fit at once. Units (tiles, or key-block pairs) are claimed from a
+ * the one-CTA D = 256 kernel it replaced), as many clusters as fit at once. Units (tiles, or key-block pairs) are claimed from a
  * counter by running CTAs, so neither grid has to fit at once for progress. */
 template <int DT, int D> struct att90b_main {
     typedef att90b_cfg<D> cfg;

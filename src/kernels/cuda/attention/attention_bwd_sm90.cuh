@@ -1,8 +1,8 @@
 /* The Hopper (sm_90a) flash-attention backward (issue 6), FlashAttention-3 style: 16-bit
  * Q, K, V, O, dO (bf16 or f16), head dim D = 64 or 128, any strides TMA accepts, causal
  * (bottom-right) or not, GQA, any sequence lengths. Host side: attention_bwd_sm90.cu. D = 256
- * has its own main kernel, in 2-CTA clusters (attention_bwd_sm90_d256p.cuh, on the consumer step
- * of attention_bwd_sm90_d256.cuh), around this file's prep, convert and dQ writers.
+ * has its own main kernel, in 2-CTA clusters (attention_bwd_sm90_d256p.cuh), around this file's
+ * prep, convert and dQ writers.
  *
  * Three launches on the stream:
  *   prep:    per query row (padded to whole query tiles of BM rows): Di = rowsum(dO * O) and
@@ -541,7 +541,7 @@ static __device__ __forceinline__ void cml__att90b_produce(const CUtensorMap *ma
 
 /* dQ writer qb (one thread per dQ buffer, so that the adds of consecutive partials overlap): adds
  * the partials that pass through buffer qb into the accumulator, each in its key-block order.
- * D = 256 (attention_bwd_sm90_d256.cuh, d256p.cuh): two writers per buffer, sub 0 taking partials 0, 2, 4 .., sub 1
+ * D = 256 (attention_bwd_sm90_d256p.cuh): two writers per buffer, sub 0 taking partials 0, 2, 4 .., sub 1
  * partials 1, 3 .. of it, so that one waits for its add to complete (and releases the semaphore) while
  * the other already waits for the next partial's turn and reads it out: the consumer's next store no
  * longer waits behind the completion of the previous add (D = 256 has one buffer per consumer, no

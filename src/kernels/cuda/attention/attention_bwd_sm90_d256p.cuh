@@ -1,29 +1,42 @@
-/* The library's D = 256 backward (since session 12; attention_bwd_sm90.cu launches it, the harness's
- * SET 9 times it against the one-CTA kernel of attention_bwd_sm90_d256.cuh): "pair-K" 2-CTA clusters
- * (issue 6; plan A of dev/attention_sm90/README.md, "Plan (session 10 study, helper h10d)", built in
- * session 11 by helper h11d: the README section "Session 11 (helper h11d, ...): pair-K D = 256
- * backward" has the protocol table and desk check; "Session 12" the measurements: the whole backward
- * 0.87-0.90x the one-CTA kernel's time at S = 2k-16k).
+/* The Hopper (sm_90a) attention backward for head dim D = 256 (issue 6): the main kernel, "pair-K"
+ * 2-CTA clusters; prep, convert, the dQ writers and the dQ order are attention_bwd_sm90.cuh's, the
+ * launch attention_bwd_sm90.cu's. History: a one-CTA kernel (sessions 6-11, in git up to commit
+ * 52fc679 as attention_bwd_sm90_d256.cuh) ran the same consumer step; this one (plan A of
+ * dev/attention_sm90/README.md, "Plan (session 10 study, helper h10d)", built in session 11 by helper
+ * h11d, made the library's in session 12) takes 0.87-0.90x its time at S = 2k-16k. The README
+ * section "Session 11 (helper h11d, ...): pair-K D = 256 backward" has the protocol table and desk
+ * check.
  *
- * Why: the one-CTA D = 256 backward (attention_bwd_sm90_d256.cuh) adds one 64 x 128 dQ half per
- * consumer, key block and query tile in a fixed descending key-block order; block n + 1 reaches a
- * query tile one step before block n, so each link of the chain has one step of slack, and session
- * 11 measured the turn wait costing 4-8% of the backward. Here a cluster of two CTAs takes the key
- * blocks 2p (rank 0) and 2p + 1 (rank 1) of a kv head together, in lockstep over the same steps
- * (query tiles from block 2p's first, every head of the group). Each CTA computes dK, dV of its own
- * block exactly as the library does (same products, same order: the same bits; rank 1's extra
+ * Why a kernel of its own: the D = 64 / 128 consumers each hold dK and dV of their 64 keys in
+ * registers (2 x 64 x D f32); at D = 256 that is 256 registers a thread. Here a CTA's block is
+ * BN = 64 keys, a step BM = 64 queries, and the two consumer warpgroups split the step by ROLE
+ * instead of by keys, so that each holds ONE 64 x 256 accumulator (128 registers):
+ *   consumer 0: S^T = K Q^T (both operands in shared memory), P^T = exp2(S^T scale log2e - lse2)
+ *     (masked by position), P^T to shared memory as f32 (for consumer 1), dV += P^T dO (P^T from
+ *     registers);
+ *   consumer 1: dP^T = V dO^T, then dS^T = P^T (dP^T - Di), dS^T to shared memory (16-bit,
+ *     128-byte swizzle, stmatrix), dK += dS^T Q (dS^T from registers).
+ * The step is the D = 64 / 128 kernel's instruction diet: decoded step descriptions from the
+ * producer, an unmasked and a masked P^T copy chosen by the uniform mask flag, wgmma descriptor low
+ * words built once.
+ *
+ * Why pairs: with one CTA a block, each consumer added a 64 x 128 dQ half per key block and query
+ * tile in a fixed descending key-block order; block n + 1 reaches a query tile one step before
+ * block n, so each link of the chain had one step of slack, and session 11 measured the turn wait
+ * costing 4-8% of the backward. Here a cluster of two CTAs takes the key blocks 2p (rank 0) and
+ * 2p + 1 (rank 1) of a kv head together, in lockstep over the same steps (query tiles from block
+ * 2p's first, every head of the group). Each CTA computes dK, dV of its own block (rank 1's extra
  * leading steps are fully masked and add exact zeros) and sends its dS^T (8 KB a step) into the
  * peer's shared memory (one cp.async.bulk shared::cluster). Then each consumer c of rank r
  * computes the dQ QUARTER q = 2 r + c (64 queries x 64 columns 64 q ..) over BOTH key blocks:
  * dQ[:, q] = [dS_2p | dS_2p+1] [K_2p[:, q] ; K_2p+1[:, q]] (k = 128: block 2p's four k-steps
  * first, then block 2p + 1's, summed inside the wgmma accumulator). So one ordered add per pair,
- * query tile and quarter: half the adds and bytes of the library, chains of pairs (two steps of
- * slack), and 32 dQ registers a consumer instead of 64.
+ * query tile and quarter: half the adds and bytes, chains of pairs (two steps of slack), and 32
+ * dQ registers a consumer instead of 64.
  * Deterministic: each dQ element is one wgmma sum over the pair's 128 keys in a fixed k order,
  * then added to the accumulator in descending PAIR order (semaphore 4 tile + q counts the pairs
- * that have added; rank = last pair that sees the tile - p); the bits differ from the library's
- * (another summation order), dK / dV do not.
- * Forward progress: units (g, p) numbered like the library's tiles with pairs for key blocks
+ * that have added; rank = last pair that sees the tile - p).
+ * Forward progress: units (g, p) numbered like the D = 64 / 128 kernel's tiles with pairs for key blocks
  * (cml__att90b256p_unit_pos: (g, p + 1) before (g, p)); rank 0 claims them from the counter and
  * hands each to rank 1 (a one-slot mailbox in rank 1's shared memory); a unit waits only on the
  * semaphores of pairs p + 1 .. of its head, claimed earlier; a cluster that claimed a unit is
@@ -31,12 +44,58 @@
  * units for tiles; inside a cluster the two CTAs wait on each other only for the same step.
  * Shared memory (214,728 bytes): K, V (32 KB each), Q, dO (one stage, 32 KB each), the peer block's
  * K columns 128 r .. 128 r + 127 (16 KB, loaded with K), two dQ quarter buffers (16 KB each, one per
- * consumer, two writers each as the library's), dS^T own and the peer's (8 KB each), P^T (f32,
- * 16 KB), lse2, Di, step descriptions, the mailbox, 17 barriers. */
+ * consumer, each with two dQ writers taking its partials in turns: cml__att90b_write_dq), dS^T own
+ * and the peer's (8 KB each), P^T (f32, 16 KB), lse2, Di, step descriptions, the mailbox, 17
+ * barriers. */
 #ifndef CML_KERNELS_CUDA_ATTENTION_ATTENTION_BWD_SM90_D256P_CUH
 #define CML_KERNELS_CUDA_ATTENTION_ATTENTION_BWD_SM90_D256P_CUH
 
-#include "kernels/cuda/attention/attention_bwd_sm90_d256.cuh"
+#include "kernels/cuda/attention/attention_bwd_sm90.cuh"
+
+/* P^T = exp2(S^T scale log2e - lse2) in place (register 4q + 2r + e: key row r of the thread, query
+ * 8q + qcol0 + e) and as 16-bit A fragments; MASKED = 1 zeroes keys at or past Sk_rel and, causal,
+ * keys above the diagonal (positions relative to the query tile's first row), MASKED = 0 masks
+ * nothing (the copy is chosen by the step's warp-uniform mask flag). */
+template <int DT, int MASKED>
+static __device__ __forceinline__ void cml__att90b256_p(float *sp, uint32_t *frag, const float *lse_s, int qcol0,
+                                                        int key_a, int Sk_rel, int causal, int off, float scale_log2) {
+#pragma unroll
+    for (int q = 0; q < 8; q++) {
+        const int col = 8 * q + qcol0;
+        const float2 l2 = *(const float2 *)(lse_s + col);
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int idx = 4 * q + 2 * r + e;
+                float pv = cml__att90_ex2(fmaf(sp[idx], scale_log2, -(e ? l2.y : l2.x)));
+                if (MASKED) {
+                    const int key = key_a + 8 * r, qi = col + e;
+                    if (key >= Sk_rel || (causal && key > qi + off)) pv = 0.0f;
+                }
+                sp[idx] = pv;
+            }
+        frag[2 * q] = cml__att90_pack<DT>(sp[4 * q], sp[4 * q + 1]);
+        frag[2 * q + 1] = cml__att90_pack<DT>(sp[4 * q + 2], sp[4 * q + 3]);
+    }
+}
+
+/* Rows key, key + 8 of a 64 x 256 accumulator (dV, or dK with scale) to 16-bit global memory;
+ * rows past S_kv skipped. */
+template <int DT>
+static __device__ __forceinline__ void cml__att90b256_store_rows(uint16_t *base, long long row_stride, const float *acc,
+                                                                 int key, int Sk, int qcol0, float scale) {
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int j = key + 8 * r;
+        if (j >= Sk) continue;
+        uint16_t *row = base + (long long)j * row_stride;
+#pragma unroll
+        for (int q = 0; q < 32; q++)
+            *(uint32_t *)(row + 8 * q + qcol0) =
+                cml__att90_pack<DT>(acc[4 * q + 2 * r] * scale, acc[4 * q + 2 * r + 1] * scale);
+    }
+}
 
 /* The layout, under the field names cml__att90b_write_dq reads (its barrier positions: dq_full at
  * 1 + 3 ST = 4, dq_empty at 6, the second writers' full barriers last).
@@ -113,7 +172,7 @@ static __device__ __forceinline__ void cml__att90b256p_mma_dq(float *acc, uint32
  * waits unit_empty for claim j - 1, stores the claim into rank 1's slot and arrives on its unit_full
  * (release.cluster); rank 1 waits unit_full (acquire.cluster), reads, arrives on rank 0's
  * unit_empty); both load K, V of their own block 2 pr + r, the peer block's K columns 128 r .., and
- * the same steps as the library's producer (every head of the group, query tiles from block 2 pr's
+ * the same steps as the D = 64 / 128 producer (every head of the group, query tiles from block 2 pr's
  * first up), flags and mask of the own block. */
 template <int VAR>
 static __device__ __forceinline__ void cml__att90b256p_produce(const CUtensorMap *map_q, const CUtensorMap *map_k,
@@ -185,7 +244,7 @@ static __device__ __forceinline__ void cml__att90b256p_produce(const CUtensorMap
     cml__mbar_arrive(q_full);
 }
 
-/* One consumer warpgroup of rank r: the library's D = 256 step (ROLE 0: S^T, P^T, dV; ROLE 1: dP^T,
+/* One consumer warpgroup of rank r: the D = 256 step (header; ROLE 0: S^T, P^T, dV; ROLE 1: dP^T,
  * dS^T, dK) up to dS^T; consumer 1's thread 0 sends dS^T to the peer; then each consumer computes
  * dQ quarter 2 r + ROLE over both blocks and hands it to its buffer's writers. */
 template <int DT, int ROLE, int VAR>
@@ -224,7 +283,7 @@ static __device__ __forceinline__ void cml__att90b256p_consume(const cml__att90b
     float4 *dqs = (float4 *)(smem + sm::off_dq + ROLE * sm::dq_bytes);
     float acc[128]; /* dV (ROLE 0) or dK (ROLE 1) of the block's 64 keys, all 256 columns */
     int tcount = 0;
-    cml__att90b_prof<VAR> pf; /* slots as cml__att90b256_consume's (7: ds_full + dsx_full wait) */
+    cml__att90b_prof<VAR> pf; /* slots 20 ROLE + 0 .. 17 (7: the ds_full + dsx_full wait) */
     pf.init(t == 0 ? p.prof : NULL);
     const int ps = 20 * ROLE;
     for (int it = 0;; it++) {
