@@ -14,10 +14,11 @@
  * S_q != S_kv, the three TMA-compatible layouts, bf16 and f16): the test prints how many
  * forward cases took the sm90 path, checks through its launch counter that exactly the
  * cases it predicts ran there (twice each: O and lse poisoned, bitwise equal), and fails on
- * an sm_90 device when none did. The backward's mma and sm90 launch counters likewise: every
- * backward through cml_attention_bwd must run on the path cml__attention_bwd_cuda_path_name
- * predicts (twice), and on sm_80 / sm_90 every one with D > 128 on a tensor-core path (sm_90: some on the
- * wgmma one). Then variable-length (packed)
+ * an sm_90 device when none did; a second counter likewise for the D = 64 kernel whose query
+ * tiles end at S_q (QSHIFT: causal, S_q % 192 == 64 and S_q < 2048 by default). The backward's
+ * mma and sm90 launch counters likewise: every backward through cml_attention_bwd must run on the
+ * path cml__attention_bwd_cuda_path_name predicts (twice), and on sm_80 / sm_90 every one with
+ * D > 128 on a tensor-core path (sm_90: some on the wgmma one). Then variable-length (packed)
  * batches (cu_seqlens in device memory): empty sequences, length 1, lengths off the tiles,
  * S_q != S_kv per sequence, causal, GQA/MQA, D 33/64/80/128/256, every dtype, against each
  * sequence's float64 reference, NaN inputs outside the sequences, outputs outside them
@@ -41,8 +42,9 @@ int main(void) {
 #include "kernels/cuda/cuda_kernels.h"
 
 /* forward cases through the public entry point, those predicted on the sm90 path, and the
- * sm90 launches seen for them */
-static int n_fwd_auto, n_fwd_sm90, n_fwd_sm90_runs;
+ * sm90 launches seen for them; of those, the cases predicted on (and seen running) the D = 64 kernel with
+ * end-aligned query tiles (QSHIFT, cml__attention_fwd_sm90_q_shift) */
+static int n_fwd_auto, n_fwd_sm90, n_fwd_sm90_runs, n_fwd_qshift, n_fwd_qshift_runs;
 /* 16-bit backward cases through the public entry point, those that ran on mma and on sm90 (all, D > 128) */
 static int n_bwd_auto, n_bwd_mma, n_bwd_wide, n_bwd_wide_mma, n_bwd_wide_sm90, n_bwd_sm90;
 
@@ -198,7 +200,7 @@ static void run_path(const problem *pr, int path, const char *tag) {
         upload(g.dout, pr->dout, no);
         /* forward: O and lse poisoned, twice, bitwise equal; the path it took */
         const char *fpath = path == PATH_SIMT ? "simt" : cml__attention_fwd_cuda_path_name(gctx, d, g.o, g.q, g.k, g.v);
-        const long long runs0 = cml__attention_fwd_sm90_runs();
+        const long long runs0 = cml__attention_fwd_sm90_runs(), qs0 = cml__attention_fwd_sm90_qshift_runs();
         unsigned char *got2 = malloc(no);
         float *lse2 = malloc(nl);
         for (int r = 0; r < 2; r++) {
@@ -213,13 +215,21 @@ static void run_path(const problem *pr, int path, const char *tag) {
         free(got2);
         free(lse2);
         const long long sm90_runs = cml__attention_fwd_sm90_runs() - runs0;
+        const long long qs_runs = cml__attention_fwd_sm90_qshift_runs() - qs0;
         if (path == PATH_AUTO) {
             const bool sm90 = strcmp(fpath, "sm90") == 0;
+            const bool qs = sm90 && cml__attention_fwd_sm90_q_shift(d) > 0;
             n_fwd_auto++;
             n_fwd_sm90 += sm90;
             n_fwd_sm90_runs += sm90 && sm90_runs == 2;
+            n_fwd_qshift += qs;
+            n_fwd_qshift_runs += qs && qs_runs == 2;
             CHECK_MSG(sm90_runs == (sm90 ? 2 : 0), "%s fwd: predicted path %s, but %lld sm90 launches for 2 runs", what,
                       fpath, sm90_runs);
+            CHECK_MSG(qs_runs == (qs ? 2 : 0), "%s fwd: QSHIFT predicted %s, but %lld QSHIFT launches for 2 runs", what,
+                      qs ? "yes" : "no", qs_runs);
+        } else {
+            CHECK_MSG(qs_runs == 0, "%s fwd: %lld QSHIFT launches on the %s path", what, qs_runs, fpath);
         }
         double tol = dt == CML_F32 ? 1e-5 : 1e-2;
         char w2[240];
@@ -394,6 +404,10 @@ static const shape SM90_SHAPES[] = {
     /* D = 64 (192-row tiles) with S_kv > S_q over several key tiles: causal consumers end their key
      * loops at different tiles (session-10 review) */
     {2, 2, 1, 77, 300, 64},   {1, 2, 2, 200, 1000, 64},
+    /* D = 64 causal with S_q % 192 == 64: the query tiles end at S_q (QSHIFT; the first one holds 64 rows): the
+     * shifted kernel's own shapes, GQA / MQA, S_q < S_kv (256 x 300, also under the sanitizer) and S_q > S_kv
+     * (rows without keys); full attention there is the unshifted kernel (a control) */
+    {1, 2, 2, 256, 256, 64},  {1, 4, 1, 256, 300, 64},  {2, 2, 1, 640, 640, 64},  {1, 2, 2, 640, 250, 64},
     {1, 1, 1, 4097, 4097, 64}, /* causal only */
 };
 enum { N_SM90_SHAPES = sizeof SM90_SHAPES / sizeof SM90_SHAPES[0] };
@@ -817,6 +831,14 @@ static void test_paths_taken(void) {
            "(device sm_%d)\n", n_fwd_sm90, n_fwd_auto, n_fwd_sm90_runs, arch);
     CHECK_MSG(arch != 90 || n_fwd_sm90 > 0, "an sm_90 device, but no forward case took the sm90 path");
     CHECK_MSG(n_fwd_sm90_runs == n_fwd_sm90, "%d cases predicted sm90, %d ran there", n_fwd_sm90, n_fwd_sm90_runs);
+    /* the rule takes causal D = 64 with S_q = 256 / 640 (SM90_SHAPES) unless CML_ATT_FWD_QSHIFT=0 turns it off */
+    const cml_attention_desc q1k = cml_attention_desc_bshd(1, 1024, 1024, 1, 1, 64, true, CML_BF16);
+    const bool qs_on = cml__attention_fwd_sm90_q_shift(&q1k) > 0;
+    printf("sm90 forward QSHIFT (D = 64 query tiles ending at S_q): %d cases predicted, %d ran there (rule %s)\n",
+           n_fwd_qshift, n_fwd_qshift_runs, qs_on ? "on" : "off");
+    CHECK_MSG(n_fwd_qshift_runs == n_fwd_qshift, "%d cases predicted QSHIFT, %d ran it", n_fwd_qshift,
+              n_fwd_qshift_runs);
+    CHECK_MSG(arch != 90 || !qs_on || n_fwd_qshift > 0, "an sm_90 device, but no forward case took the QSHIFT kernel");
     printf("mma backward path: %d of %d 16-bit backward cases through cml_attention_bwd ran there, D > 128: %d of %d "
            "(device sm_%d); sm90 backward: %d (D > 128: %d)\n", n_bwd_mma, n_bwd_auto, n_bwd_wide_mma, n_bwd_wide, arch,
            n_bwd_sm90, n_bwd_wide_sm90);

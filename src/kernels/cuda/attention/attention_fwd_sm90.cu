@@ -4,6 +4,9 @@
  *
  * Tensor maps are 4-D, (D, H, S, B) with the descriptor's element strides, so both [B, S, H, D]
  * and [B, H, S, D] (and padded strides) work (common/tma_map.h encodes them). */
+#include <stdlib.h>
+#include <string.h>
+
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -53,6 +56,7 @@ extern "C" bool cml__attention_fwd_sm90_takes(const cml_ctx *ctx, const cml_atte
 }
 
 static long long att90_runs;
+static long long att90_qshift_runs; /* launches of the QSHIFT kernel (tests) */
 
 /* Causal work order of the persistent kernel (p.head_group): the K / V bytes a group of heads may hold
  * in L2 while its query tiles run longest first (dev/attention_sm90/README.md, session 9 h9f; the
@@ -60,6 +64,9 @@ static long long att90_runs;
 #define CML_ATT90_GROUP_MIB 16
 
 extern "C" long long cml__attention_fwd_sm90_runs(void) { return __atomic_load_n(&att90_runs, __ATOMIC_RELAXED); }
+extern "C" long long cml__attention_fwd_sm90_qshift_runs(void) {
+    return __atomic_load_n(&att90_qshift_runs, __ATOMIC_RELAXED);
+}
 
 /* Per head dim (dev/attention_sm90/README.md, the ladder): key tile BN, K/V stages, consumer
  * warpgroups NC (query tile BM = 64 NC rows), and the kernel: the persistent one with O staged in its
@@ -73,17 +80,43 @@ template <> struct att90_cfg<64> { enum { BN = 128, STAGES = 4, PERSIST = 1, NC 
 template <> struct att90_cfg<128> { enum { BN = 128, STAGES = 2, PERSIST = 1, NC = 2 }; };
 template <> struct att90_cfg<256> { enum { BN = 80, STAGES = 2, PERSIST = 0, NC = 2 }; };
 
+/* Causal D = 64 (192-row tiles, 3 consumers) with S_q % 64 == 0 and S_q % 192 != 0: the query tiles may be
+ * aligned to the END of the sequence (the persistent kernel's QSHIFT, cml__att90_decode), so the partial tile
+ * is the first one (one key tile) instead of the last (all key tiles, one or two consumers idle); the same
+ * O and lse bit for bit. Measured (session 12, h12e's build where every D = 64 launch used the shifted code,
+ * H100, in turns, new / base): causal 1k 1.030 (/FA2 1.504 -> 1.562), causal 512 0.986, causal 2k 1.000. So
+ * only where the partial tile holds one consumer's rows, S_q % 192 == 64 (64 rows, 2 of 3 consumers idle on
+ * the longest tile); at 512 / 2k it holds two consumers' rows and the shift measured no gain. As its own
+ * kernel instantiation (session 13, 3 rounds in turns): causal 1k 1.040 (/FA2 1.485 -> 1.538), 4k 0.990,
+ * 16k 1.000 -- the idle tail is a large share of the work only for a few query tiles per head, so the default
+ * takes S_q < 2048 (256, 640, 1k, 1.6k). Its own instantiation keeps the unshifted kernel's code (in h12e's
+ * build the changed code cost full attention 1-2%). CML_ATT_FWD_QSHIFT (read once): 0 never, 1 every causal
+ * D = 64 problem with S_q % 64 == 0 and S_q % 192 != 0 (A/B runs and tests). Returns the shift in rows (0: the
+ * base kernel). */
+extern "C" int cml__attention_fwd_sm90_q_shift(const cml_attention_desc *d) {
+    static int cache = -2;
+    if (cache == -2) {
+        const char *e = getenv("CML_ATT_FWD_QSHIFT");
+        cache = e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "1") == 0 ? 1 : -1;
+    }
+    const int64_t BM = 64 * att90_cfg<64>::NC;
+    if (!d->causal || d->D != 64 || cache == 0 || d->S_q % 64 != 0 || d->S_q % BM == 0) return 0;
+    if (cache != 1 && (d->S_q % BM != 64 || d->S_q >= 2048)) return 0;
+    return (int)(BM - d->S_q % BM);
+}
+
 static const char att90_fn[] = "cml_attention_fwd";
 
 static const char *att90_dtype_name(int DT) { return cml_dtype_name(DT == CML_ATT90_F16 ? CML_F16 : CML_BF16); }
 
 template <int DT, int D, int PERSIST> struct att90_launcher;
 
-template <int DT, int D> struct att90_launcher<DT, D, 1> {
+/* The persistent kernel: at most one CTA per SM, the rest of the tiles claimed from a counter. */
+template <int DT, int D, bool QSHIFT> struct att90_persistent {
     static cml_status run(cml_ctx *ctx, const CUtensorMap maps[4], cml__att90_params p) {
         typedef att90_cfg<D> cfg;
         typedef cml__att90_psmem<D, cfg::BN, cfg::STAGES, 1, cfg::NC> sm;
-        auto kern = cml__att90_fwd_persistent_kernel<DT, D, cfg::BN, cfg::STAGES, 1, cfg::NC>;
+        auto kern = cml__att90_fwd_persistent_kernel<DT, D, cfg::BN, cfg::STAGES, 1, cfg::NC, QSHIFT>;
         const int threads = CML_ATT90_P_THREADS(cfg::NC);
         CML_CUDA_TRY(att90_fn, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm::total));
         void *ws = NULL;
@@ -96,6 +129,19 @@ template <int DT, int D> struct att90_launcher<DT, D, 1> {
         kern<<<grid, threads, sm::total, s>>>(maps[0], maps[1], maps[2], maps[3], p);
         return cml__cuda_check_launch(att90_fn, "cml__att90_fwd_persistent_kernel", att90_dtype_name(DT), p.total_tiles,
                                       grid, threads);
+    }
+};
+
+template <int DT, int D> struct att90_launcher<DT, D, 1> {
+    static cml_status run(cml_ctx *ctx, const CUtensorMap maps[4], const cml__att90_params &p) {
+        /* the shifted kernel is compiled only where it exists (three consumers: D = 64) */
+        enum { QS = att90_cfg<D>::NC > 2 };
+        if (QS && p.q_shift > 0) {
+            const cml_status st = att90_persistent<DT, D, (bool)QS>::run(ctx, maps, p);
+            if (st == CML_OK) __atomic_add_fetch(&att90_qshift_runs, 1, __ATOMIC_RELAXED);
+            return st;
+        }
+        return att90_persistent<DT, D, false>::run(ctx, maps, p);
     }
 };
 
@@ -146,6 +192,7 @@ extern "C" cml_status cml__attention_fwd_sm90(cml_ctx *ctx, const cml_attention_
     p.total_tiles = (int)(p.q_tiles * d->B * d->H_q);
     p.scale_log2 = d->scale * CML_ATTN_LOG2E;
     p.lse = lse;
+    if (D == 64) p.q_shift = cml__attention_fwd_sm90_q_shift(d); /* the rule and its numbers: above */
     /* D = 128 and 256 only: at D = 64 the same order measured 0.97-0.98x full and 0.99x causal at 2k
      * (the kernel's code changes though full attention never takes the branch), so its kernels compile
      * without it (cml__att90_decode's GROUPED); D = 256 runs it in a kernel of its own (GROUPED) */

@@ -49,6 +49,9 @@ typedef struct cml__att90_params {
     int head_group;    /* causal: > 0 orders the work tiles longest first across groups of this many (batch,
                           head) pairs (cml__att90_group_order; the one-tile kernel: GROUPED = 1 only); 0: head
                           by head */
+    int q_shift;       /* persistent kernel with QSHIFT (D = 64, causal): query tile k covers rows
+                          [k BM - q_shift, (k + 1) BM - q_shift) clipped to [0, S_q), so the partial tile is the
+                          first one; 64 or 128 (attention_fwd_sm90.cu decides); 0 with QSHIFT = false */
 } cml__att90_params;
 
 /* Host side, shared by the forward and backward launchers (attention_fwd_sm90.cu): the 4-D map
@@ -488,7 +491,10 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
  * none). Bitwise the same O and lse as the 128-row tiles gave, except where a 128-row tile ran a
  * consumer's rows through a key tile fully masked for them (causal, S_q > S_kv, or S_kv - S_q not a
  * multiple of 128): such a tile is not an exact no-op -- its correction ex2(m s - base) is an FFMA
- * of the rounding error, 1 +- 1 ulp -- and this kernel skips it (1-2 ulps, session 10 README). */
+ * of the rounding error, 1 +- 1 ulp -- and this kernel skips it (1-2 ulps, session 10 README).
+ * QSHIFT (NC > 2 only; a kernel of its own, so that the unshifted one keeps its code): query tiles aligned
+ * to the end of the sequence by p.q_shift rows (cml__att90_decode); a consumer whose rows lie past the
+ * tile's end (q_hi) passes its turns as one whose rows lie past S_q does. */
 #define CML_ATT90_P_THREADS(NC) (128 * ((NC) + 1))
 #define CML_ATT90_P_CONSUMER_REGS(NC) ((NC) == 2 ? CML_ATT90_CONSUMER_REGS : 160)
 template <int D, int BN, int STAGES, int SEP_O, int NC = 2>
@@ -504,9 +510,15 @@ struct cml__att90_psmem {
 /* The work tile's coordinates and its number of key tiles. */
 struct cml__att90_tile {
     int q0, b, h, n_tiles;
+    int q_hi; /* the tile's rows are [q0, q_hi) */
 };
 
-template <int BN, int GROUPED, int BM = CML_ATT90_BM>
+/* QSHIFT (causal D = 64 with S_q % 64 == 0, p.q_shift = 64 or 128; session 12, helpers h12e / h12g,
+ * dev/attention_sm90/README.md): tile boundaries at S_q - k BM instead of k BM, so the partial tile
+ * (S_q % BM rows) is the one at the start of the sequence, which sees one key tile, instead of the one at
+ * the end, which sees them all with one or two of its three consumers idle. Every 64-row block of a
+ * consumer keeps its rows, key tiles and mask start: the same O and lse bit for bit. */
+template <int BN, int GROUPED, int BM = CML_ATT90_BM, bool QSHIFT = false>
 static __device__ __forceinline__ cml__att90_tile cml__att90_decode(const cml__att90_params &p, int tile) {
     cml__att90_tile t;
     int t_lin = tile % p.q_tiles, bh = tile / p.q_tiles;
@@ -517,12 +529,20 @@ static __device__ __forceinline__ cml__att90_tile cml__att90_decode(const cml__a
     t.b = bh / p.Hq;
     t.h = bh % p.Hq;
     int k_end = p.Sk;
-    if (p.causal) k_end = min(p.Sk, max(0, min(t.q0 + BM, p.Sq) + p.Sk - p.Sq));
+    if (QSHIFT) { /* the first tile starts at row 0 (no negative TMA coordinate; rows past q_hi are not its own) */
+        const int s0 = t.q0 - p.q_shift;
+        t.q0 = max(0, s0);
+        t.q_hi = min(s0 + BM, p.Sq);
+        if (p.causal) k_end = min(p.Sk, max(0, t.q_hi + p.Sk - p.Sq));
+    } else { /* written as before QSHIFT existed: the same code */
+        t.q_hi = min(t.q0 + BM, p.Sq);
+        if (p.causal) k_end = min(p.Sk, max(0, min(t.q0 + BM, p.Sq) + p.Sk - p.Sq));
+    }
     t.n_tiles = (k_end + BN - 1) / BN;
     return t;
 }
 
-template <int DT, int D, int BN, int STAGES, int SEP_O, int NC = 2>
+template <int DT, int D, int BN, int STAGES, int SEP_O, int NC = 2, bool QSHIFT = false>
 static __global__ void __launch_bounds__(CML_ATT90_P_THREADS(NC), 1)
     cml__att90_fwd_persistent_kernel(const __grid_constant__ CUtensorMap map_q,
                                      const __grid_constant__ CUtensorMap map_k,
@@ -531,6 +551,7 @@ static __global__ void __launch_bounds__(CML_ATT90_P_THREADS(NC), 1)
                                      const __grid_constant__ cml__att90_params p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     typedef cml__att90_psmem<D, BN, STAGES, SEP_O, NC> sm;
+    static_assert(!QSHIFT || NC > 2, "QSHIFT: a consumer whose rows are past the tile's end is skipped by the NC > 2 count");
     const int BM = 64 * NC;
     extern __shared__ uint8_t cml__att90_smem_raw[];
     uint8_t *smem = (uint8_t *)(((uintptr_t)cml__att90_smem_raw + 1023) & ~(uintptr_t)1023);
@@ -566,7 +587,7 @@ static __global__ void __launch_bounds__(CML_ATT90_P_THREADS(NC), 1)
             cml__tma_prefetch_map(&map_v);
             int it = 0, round_q = 0;
             for (int tile = blockIdx.x; tile < p.total_tiles; round_q++) {
-                const cml__att90_tile t = cml__att90_decode<BN, D == 128, BM>(p, tile);
+                const cml__att90_tile t = cml__att90_decode<BN, D == 128, BM, QSHIFT>(p, tile);
                 const int hk = t.h / p.group;
                 if (round_q > 0) cml__mbar_wait(q_empty, (round_q - 1) & 1); /* the last tile's Q is read */
                 *tile_id = tile;
@@ -611,7 +632,8 @@ static __global__ void __launch_bounds__(CML_ATT90_P_THREADS(NC), 1)
              * divergent would make ptxas serialize the wgmmas (C7520) */
             const int tile = __shfl_sync(0xffffffffu, lane == 0 ? *tile_id : 0, 0);
             if (tile < 0) break;
-            const cml__att90_tile t = cml__att90_decode<BN, D == 128, BM>(p, tile);
+            const cml__att90_tile t = cml__att90_decode<BN, D == 128, BM, QSHIFT>(p, tile);
+            const int q_lim = QSHIFT ? t.q_hi : p.Sq; /* rows at or past it are not this tile's */
             const int row_a = t.q0 + consumer * 64 + r_loc, row_b = row_a + 8;
             int end[2] = {p.Sk, p.Sk};
             if (p.causal) {
@@ -627,8 +649,8 @@ static __global__ void __launch_bounds__(CML_ATT90_P_THREADS(NC), 1)
             int n = t.n_tiles, diag_row = t.q0;
             if (NC > 2) {
                 const int r0 = __shfl_sync(0xffffffffu, t.q0 + consumer * 64, 0);
-                int k_end = r0 < p.Sq ? p.Sk : 0;
-                if (p.causal) k_end = min(k_end, max(0, min(r0 + 64, p.Sq) + off));
+                int k_end = r0 < q_lim ? p.Sk : 0;
+                if (p.causal) k_end = min(k_end, max(0, min(r0 + 64, q_lim) + off));
                 n = (k_end + BN - 1) / BN;
                 diag_row = r0;
             }
@@ -736,7 +758,7 @@ static __global__ void __launch_bounds__(CML_ATT90_P_THREADS(NC), 1)
             cml__fence_proxy_async_smem();
             cml__att90_bar_sync(1 + NC + consumer, 128);
             if (leader) {
-                if (t.q0 + consumer * 64 < p.Sq) {
+                if (t.q0 + consumer * 64 < q_lim) {
 #pragma unroll
                     for (int c = 0; c < D / 64; c++)
                         cml__tma_store_4d(&map_o, so + c * BM * 128, c * 64, t.h, t.q0 + consumer * 64, t.b);
@@ -750,9 +772,9 @@ static __global__ void __launch_bounds__(CML_ATT90_P_THREADS(NC), 1)
             if (p.lse && lane % 4 == 0) {
                 const float ln2 = 0.6931471805599453f;
                 float *lse = p.lse + ((long long)t.b * p.Hq + t.h) * p.Sq;
-                if (row_a < p.Sq)
+                if (row_a < q_lim)
                     lse[row_a] = l[0] > 0.0f ? (m[0] * p.scale_log2 + log2f(l[0])) * ln2 : __int_as_float(0xff800000);
-                if (row_b < p.Sq)
+                if (row_b < q_lim)
                     lse[row_b] = l[1] > 0.0f ? (m[1] * p.scale_log2 + log2f(l[1])) * ln2 : __int_as_float(0xff800000);
             }
         }

@@ -24,6 +24,12 @@ cml_status cml__attention_fwd_sm90(cml_ctx *ctx, const cml_attention_desc *desc,
 
 /* Launches of the sm90 forward so far in this process (tests: which path ran). */
 long long cml__attention_fwd_sm90_runs(void);
+/* Of those, launches of the D = 64 kernel whose query tiles end at S_q (QSHIFT; tests). */
+long long cml__attention_fwd_sm90_qshift_runs(void);
+/* The rows the sm90 forward shifts its query tiles by for a problem it takes (causal D = 64, S_q % 192 == 64
+ * and S_q < 2048 by default; CML_ATT_FWD_QSHIFT=0 / 1 in the environment, read once: never / wherever
+ * S_q % 64 == 0 and S_q % 192 != 0); 0: the unshifted kernel. Tests predict the QSHIFT launches with it. */
+int cml__attention_fwd_sm90_q_shift(const cml_attention_desc *desc);
 
 /* Whether the wgmma/TMA backward (attention_bwd_sm90.cu) takes a problem: an sm_90 device,
  * f16/bf16, D = 64, 128 or 256, fixed lengths, finite scale, the forward's TMA rules for Q, K, V,
