@@ -91,23 +91,30 @@ static cml_status operand_map(CUtensorMap *map, const void *p, int kind, int64_t
  * D meeting TMA's alignment rules, and an epilogue of alpha, per-tensor scales, bias and
  * ReLU/GELU only (beta * C, aux and per-row/column scales take the general epilogue). */
 static bool tma_store_ok(const cml_gemm_desc *d, const void *D) {
-    if (d->d_dtype != CML_BF16 && d->d_dtype != CML_F16) return false;
+    /* f32 D: tf32 launches only (session 13: forward 8192 x 2304 x 768 1.18x; dev/gemm_sm90/README.md) */
+    const bool f32 = d->d_dtype == CML_F32 && input_kind(d) == CML_SM90_TF32;
+    if (d->d_dtype != CML_BF16 && d->d_dtype != CML_F16 && !f32) return false;
     if (d->beta != 0.0f || d->a_scale_mode == CML_SCALE_VECTOR || d->b_scale_mode == CML_SCALE_VECTOR) return false;
     if (d->epilogue != CML_EPILOGUE_NONE && d->epilogue != CML_EPILOGUE_RELU && d->epilogue != CML_EPILOGUE_GELU_TANH)
         return false;
-    return tma_ok(D, d->ldd, d->stride_d, d->batch, 2);
+    return tma_ok(D, d->ldd, d->stride_d, d->batch, f32 ? 4 : 2);
 }
 
-/* The map TMA stores D through: boxes of 64 x 64 elements (M x N per batch, row stride ldd). */
+/* The map TMA stores D through: boxes of 64 rows x 128 bytes (64 16-bit or 32 f32 elements; M x N per
+ * batch, row stride ldd). */
 static cml_status output_map(CUtensorMap *map, const cml_gemm_desc *d, void *D) {
+    const bool f32 = d->d_dtype == CML_F32;
+    const uint64_t es = f32 ? 4 : 2;
     bool fixed = d->batch == 1 || d->stride_d == 0;
     uint64_t dims[3] = {(uint64_t)d->N, (uint64_t)d->M, fixed ? 1u : (uint64_t)d->batch};
-    uint64_t row_bytes = (uint64_t)d->ldd * 2;
-    uint64_t strides[2] = {row_bytes, fixed ? row_bytes * (uint64_t)d->M : (uint64_t)d->stride_d * 2};
-    uint32_t box[3] = {CML_SM90_OUT_COLS, 64, 1};
+    uint64_t row_bytes = (uint64_t)d->ldd * es;
+    uint64_t strides[2] = {row_bytes, fixed ? row_bytes * (uint64_t)d->M : (uint64_t)d->stride_d * es};
+    uint32_t box[3] = {f32 ? 32u : (uint32_t)CML_SM90_OUT_COLS, 64, 1};
     return cml__tma_map(map, D,
-                        d->d_dtype == CML_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
-                        dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, fn);
+                        f32                        ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                        : d->d_dtype == CML_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                        3, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, fn);
 }
 
 /* A K split's workspace: per 64-row half tile, `splits` f32 partials of 64 x bn

@@ -320,6 +320,83 @@ static __device__ __forceinline__ void cml__sm90_stage_blocks(const cml__gemm_ep
     }
 }
 
+/* f32 D, x * s or finished (bias, activation) per fragment quad: rows m, m + 8; columns n, n + 1,
+ * in that order (cml__gemm_epi_z's arithmetic, as cml__sm90_finish_quad). Not inlined (code size). */
+static __device__ __noinline__ float4 cml__sm90_finish_quad_f32(const cml__gemm_epi *e, float s, float a0, float a1,
+                                                                float a2, float a3, long long m, long long n) {
+    float z[4] = {s * a0, s * a1, s * a2, s * a3};
+    if (e->bias) {
+        const bool per_row = e->bias_axis == CML_BIAS_PER_ROW;
+        for (int j = 0; j < 4; j++) {
+            const long long i = per_row ? m + (j >> 1) * 8 : n + (j & 1);
+            if (i < (per_row ? e->M : e->N)) z[j] += cml__gemm_ld(e->bias, e->d_dtype, i);
+        }
+    }
+    for (int j = 0; j < 4; j++) z[j] = cml__gemm_epi_act(e->act, z[j], 0.0f);
+    return make_float4(z[0], z[1], z[2], z[3]);
+}
+
+/* Block c (columns 32c..32c + 31 of this consumer's 64 x BN) of f32 D into the 64 x 32 staging block at
+ * shared address blk (rows of 128 bytes, 128-byte swizzle: 16-byte chunk j of row R at chunk j ^ (R % 8)).
+ * Fragment quad q = 4c + i holds rows frag_row (+8), columns 8i + 2 (lane % 4) (+1) of the block: one
+ * 8-byte store a row, chunk 2i + (lane % 4) / 2, half lane % 2. A warp's store covers 8 rows x 32 bytes:
+ * two wavefronts, the least for 256 bytes. Z: CML_SM90_Z_BF16_SCALED (z = s * acc; also for s == 1, so
+ * that D's bits are the general path's alpha * acc whatever the accumulator holds) or CML_SM90_Z_FINISH. */
+template <int Z>
+static __device__ __forceinline__ void cml__sm90_stage_f32(const cml__gemm_epi *e, const float *acc, uint32_t blk,
+                                                           int c, int warp, int lane, int row0, int col0, float s) {
+    const int frag_row = 16 * warp + lane / 4;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int q = 4 * c + i, r = 4 * q;
+        float4 z;
+        if (Z == CML_SM90_Z_FINISH)
+            z = cml__sm90_finish_quad_f32(e, s, acc[r], acc[r + 1], acc[r + 2], acc[r + 3], (long long)row0 + frag_row,
+                                          (long long)col0 + 8 * q + 2 * (lane % 4));
+        else z = make_float4(s * acc[r], s * acc[r + 1], s * acc[r + 2], s * acc[r + 3]);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const uint32_t R = (uint32_t)(frag_row + 8 * h), chunk = (uint32_t)(2 * i + (lane % 4) / 2);
+            const uint32_t a = blk + R * 128 + ((chunk ^ (R & 7)) << 4) + 8 * (lane & 1);
+            asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(a), "f"(h ? z.z : z.x), "f"(h ? z.w : z.y)
+                         : "memory");
+        }
+    }
+}
+
+/* The TMA-store epilogue for f32 D (tf32 launches): BN / 32 blocks of 64 x 32 f32
+ * (8 KB each, the 16-bit path's block size) through two of this consumer's staging buffers in turn:
+ * a block is written while the store of the one before still reads its buffer (bulk_wait_read<1>
+ * waits only for the store two blocks back, which used the same buffer; BN / 32 is even, so a tile's
+ * first block finds the last tile's second-to-last store done too). */
+template <int BN, int NBUF>
+static __device__ __forceinline__ void cml__sm90_tma_epilogue_f32(const cml__gemm_epi *e, const CUtensorMap *map_d,
+                                                                  const float *acc, uint8_t *blocks, int consumer,
+                                                                  bool leader, int warp, int lane, int row0, int col0,
+                                                                  int batch) {
+    static_assert(NBUF >= 2 && (BN / 32) % 2 == 0, "two 8 KB staging buffers a consumer, an even block count");
+    constexpr int NB = BN / 32;
+    float s = e->alpha;
+    if (e->a_scale_mode == CML_SCALE_TENSOR) s *= e->a_scale[0];
+    if (e->b_scale_mode == CML_SCALE_TENSOR) s *= e->b_scale[0];
+    const bool finish = e->bias || e->act != CML_EPILOGUE_NONE;
+    const uint32_t base = cml__smem_addr(blocks);
+#pragma unroll
+    for (int c = 0; c < NB; c++) {
+        const uint32_t blk = base + (uint32_t)(c & 1) * CML_SM90_OUT_BYTES;
+        if (leader) cml__bulk_wait_read<1>(); /* the store of block c - 2 (same buffer) is done reading */
+        cml__sm90_consumer_sync(consumer);
+        if (finish) cml__sm90_stage_f32<CML_SM90_Z_FINISH>(e, acc, blk, c, warp, lane, row0, col0, s);
+        else cml__sm90_stage_f32<CML_SM90_Z_BF16_SCALED>(e, acc, blk, c, warp, lane, row0, col0, s);
+        cml__fence_proxy_async_smem();
+        cml__sm90_consumer_sync(consumer);
+        if (leader) {
+            cml__tma_store_3d(map_d, blocks + (c & 1) * CML_SM90_OUT_BYTES, col0 + 32 * c, row0, batch);
+            cml__bulk_commit();
+        }
+    }
+}
+
 /* Stores this consumer's finished 64 x BN block of D (rows row0.., columns col0..) from the
  * accumulators, 64 columns a block: the values go (in D's dtype) into shared memory in the
  * 128-byte swizzle by stmatrix (four 8 x 8 matrices of 16-bit values a warp instruction), then
@@ -340,11 +417,17 @@ static __device__ __forceinline__ void cml__sm90_stage_blocks(const cml__gemm_ep
  * the tensor cores' arithmetic (wgmma from zero) or of the split-K gather's adds, and arithmetic
  * returns only quiet NaNs (the canonical one on this hardware), which the multiply passes through;
  * the conversion then sees the same bits either way. */
-template <int BN, int NBUF>
+template <int BN, int NBUF, int KIND>
 static __device__ __forceinline__ void cml__sm90_tma_epilogue(const cml__gemm_epi *e, const CUtensorMap *map_d,
                                                               const float *acc, uint8_t *blocks, int consumer,
                                                               bool leader, int warp, int lane, int row0, int col0,
                                                               int batch) {
+    if constexpr (KIND == CML_SM90_TF32)
+        if (e->d_dtype == CML_F32) { /* tf32 with f32 D (gemm_sm90.cu) */
+            cml__sm90_tma_epilogue_f32<BN, NBUF>(e, map_d, acc, blocks, consumer, leader, warp, lane, row0, col0,
+                                                 batch);
+            return;
+        }
     constexpr int NB = BN / CML_SM90_OUT_COLS;
     float s = e->alpha;
     if (e->a_scale_mode == CML_SCALE_TENSOR) s *= e->a_scale[0];
@@ -683,7 +766,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                     continue;
             }
             if (tma_store) {
-                cml__sm90_tma_epilogue<BN, smem_t::out_bufs>(
+                cml__sm90_tma_epilogue<BN, smem_t::out_bufs, KIND>(
                     ep, md, acc, (uint8_t *)epi_stage + consumer * (smem_t::epi_region / 2), consumer,
                     leader, warp, lane, tm * BM + (PINGPONG ? 0 : consumer * 64), tn * BN, b);
                 continue;
