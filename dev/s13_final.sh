@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Session 13's verification call for what landed before the helpers' builds: the tree built for sm_90a (-Werror), every
+# GPU test; the attention side by side at S = 512 / 1k for every D (QSHIFT at D = 64 causal 1k), the GEMM bench for
+# tf32 + bf16 on squares and GPT-2 (the f32 TMA-store epilogue, the re-tuned table), each recorded as JSON.
+#   bash dev/s13_final.sh; tar czf $OUT/logs.tgz -C /tmp f13          (run: timeout_s 600)
+set -u
+L=/tmp/f13; mkdir -p $L; t0=$(date +%s); B=build-f13
+at() { echo "$(( $(date +%s)-t0 ))s"; }
+T() { local s=$(( 585 - ($(date +%s)-t0) )); [ $s -gt $1 ] && echo $1 || echo $s; }
+(cmake -S . -B $B -G Ninja -DCML_CUDA=ON -DCML_WERROR=ON -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null && timeout 250 cmake --build $B -j16) > $L/build.log 2>&1
+echo "build rc=$? $(at); C75xx: $(grep -oE 'C75[0-9]+' $L/build.log | sort | uniq -c | tr '\n' ' ')"
+grep -E "spill" $L/build.log | sed 's/.*function//' | sort -u | head -6
+(cd bench && timeout $(T 120) python3 attention_side_by_side.py --lib ../$B/src/libcamel.so --d 64,128,256 --s 512,1024 \
+   --causal both --ops fwd,fwd_bwd --reps 10 --json $L/attention_h100_short.json) > $L/att.log 2>&1; echo "attention short rc=$? $(at)"
+timeout $(T 120) $B/apps/camel/camel bench gemm --dtype tf32,bf16 --set square,gpt2 --sizes 2048,4096,8192,16384 --reps 20 \
+   --json $L/gemm_h100_tf32_bf16.json > $L/gemm.log 2>&1; echo "gemm bench rc=$? $(at)"
+timeout $(T 230) ctest --test-dir $B -L gpu -j4 --timeout 220 > $L/ctest.log 2>&1; echo "ctest gpu rc=$? $(at)"
+grep -E "tests passed|Failed|\*\*\*|Not Run" $L/ctest.log | head -20
+grep -E "^(fwd|fwd_bwd) " $L/att.log
+grep -A4 "^summary" $L/gemm.log
+echo "total $(at)"
