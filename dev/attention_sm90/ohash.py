@@ -62,6 +62,20 @@ QSHIFT = [
     (2, 4096, 4096, 8, 8, 64, False),                                       # full: never shifted
 ]
 
+# --d256s (session 13, helper h13a: run_s13_d256s.sh): causal D = 256 shapes for the NARROW kernel (64-row query
+# tiles, two CTAs an SM; taken for S_kv <= 1024 by default, CML_ATT_FWD_D256S sets the limit): the benchmark's
+# 512 / 1k / 2k (2k only with a limit >= 2048), odd sizes, S_q != S_kv both ways, GQA / MQA, an odd number of query
+# tiles, one row; controls that keep the 128-row kernel (S_kv 1025 past the default limit, full attention). Its O / lse
+# differ from the 128-row kernel's in the last bits (other key tiles: another summation order); every control line
+# must equal the base library's.
+D256S = [
+    (32, 512, 512, 8, 8, 256, True), (16, 1024, 1024, 8, 8, 256, True),   # the benchmark's S = 512 / 1k
+    (8, 2048, 2048, 8, 8, 256, True),                                      # 2k: NARROW only with the limit raised
+    (2, 1000, 1000, 5, 5, 256, True), (3, 700, 1000, 8, 2, 256, True),   # partial tile; S_q < S_kv, GQA
+    (2, 1000, 600, 4, 4, 256, True), (1, 77, 77, 3, 3, 256, True),       # rows without keys; 2 tiles only
+    (2, 1, 333, 4, 1, 256, True), (2, 960, 960, 2, 2, 256, True),        # one row, MQA; 15 tiles (odd)
+    (2, 129, 1025, 4, 1, 256, True), (2, 512, 512, 8, 8, 256, False),    # controls: S_kv past 1024; full
+]
 
 
 def main():
@@ -69,8 +83,9 @@ def main():
     ap.add_argument("--lib", required=True)
     ap.add_argument("--short", action="store_true", help="the SHORT shapes instead of SHAPES")
     ap.add_argument("--qshift", action="store_true", help="the QSHIFT shapes instead of SHAPES")
+    ap.add_argument("--d256s", action="store_true", help="the D256S shapes instead of SHAPES")
     args = ap.parse_args()
-    shapes = SHORT if args.short else QSHIFT if args.qshift else SHAPES
+    shapes = SHORT if args.short else QSHIFT if args.qshift else D256S if args.d256s else SHAPES
     import torch
 
     camel = Camel(args.lib)
