@@ -9,10 +9,12 @@
  * of long rows, dx aliasing dy, and rows == 0. Outputs are poisoned before
  * each run, two runs must be bitwise identical (dgamma/dbeta included: they are
  * reduced in a fixed order), results within the dtype's norm-wise tolerance.
+ * The forward's v2 kernels (CML_NORM_FWD_V2 modes 1 and 2) must also give
+ * bitwise the old kernels' y / mean / rstd (test_fwd_v2).
  * Exits 77 ("skipped") without a GPU. */
 #include "gpu_row_util.h"
 #ifdef CML_HAVE_CUDA
-#include "kernels/cuda/cuda_kernels.h" /* cml__norm_bwd_cluster_launches, cml__norm_bwd_defer_* */
+#include "kernels/cuda/cuda_kernels.h" /* cml__norm_bwd_cluster_launches, cml__norm_bwd_defer_*, cml__norm_fwd_v2_* */
 #endif
 
 enum { AFFINE_BOTH, AFFINE_NONE, AFFINE_GAMMA };
@@ -28,6 +30,9 @@ typedef struct ln_case {
 /* Set by test_deferred_rows: every backward runs once more with CML_NORM_BWD_DEFER off and must give
  * bitwise the same outputs. */
 static bool defer_ab;
+/* Set by test_fwd_v2 to the forward mode forced on (CML_NORM_FWD_V2 1 or 2): every forward runs once
+ * more in mode 0 (the old kernels) and must give bitwise the same y, mean and rstd. */
+static int fwd_ab;
 #endif
 
 static void run_ln(ln_case k) {
@@ -67,6 +72,31 @@ static void run_ln(ln_case k) {
         download(gr, dr, rbytes);
         compare_tol(what, gm, hm, CML_F32, k.rows, 1e-5, false);
         compare_tol(what, gr, hr, CML_F32, k.rows, 1e-5, false);
+#ifdef CML_HAVE_CUDA
+        if (fwd_ab) { /* the runs above took mode fwd_ab's kernels (test_fwd_v2); mode 0's bits */
+            unsigned char *y0 = malloc(bytes);
+            float *m0 = malloc(rbytes), *r0 = malloc(rbytes);
+            CHECK(y0 && m0 && r0);
+            if (y0 && m0 && r0) {
+                cml__norm_fwd_v2_force(0);
+                poison(dout, bytes);
+                poison(dm, rbytes);
+                poison(dr, rbytes);
+                CHECK_OK(cml_layernorm_fwd(gctx, (char *)dout + o, dm, dr, (char *)dx + o, ggam, gbet, k.rows, k.C,
+                                           1e-5f, k.dt));
+                download(y0, dout, bytes);
+                download(m0, dm, rbytes);
+                download(r0, dr, rbytes);
+                CHECK_MSG(memcmp(y0 + o, got + o, (size_t)ne * es) == 0, "%s: y differs from CML_NORM_FWD_V2=0's", what);
+                CHECK_MSG(memcmp(m0, gm, sizeof(float) * (size_t)k.rows) == 0 &&
+                              memcmp(r0, gr, sizeof(float) * (size_t)k.rows) == 0,
+                          "%s: mean / rstd differ from CML_NORM_FWD_V2=0's", what);
+                cml__norm_fwd_v2_force(fwd_ab);
+            }
+            free(y0), free(m0), free(r0);
+        }
+        if (fwd_ab) goto done; /* test_fwd_v2 checks the forward; the other groups run the backward */
+#endif
         /* backward from the CPU's mean and rstd */
         upload(dm, hm, rbytes);
         upload(dr, hr, rbytes);
@@ -120,6 +150,9 @@ static void run_ln(ln_case k) {
         }
 #endif
     }
+#ifdef CML_HAVE_CUDA
+done:
+#endif
     free(hx), free(hdy), free(want), free(got), free(hg), free(hb), free(wg), free(wb), free(gg), free(gb);
     free(hm), free(hr), free(gm), free(gr);
     dev_free(dx, bytes), dev_free(ddy, bytes), dev_free(dout, bytes), dev_free(dg, cbytes), dev_free(db, cbytes);
@@ -220,6 +253,54 @@ static void test_deferred_rows(void) {
 #endif
 }
 
+/* The forward's kernels of modes 1 and 2 (CML_NORM_FWD_V2, norm_fwd_v2.cuh: the hardware pack; mode 2
+ * also 6 blocks per SM for register rows of 4 words in blocks of <= 256 threads and 4 for the one-pass
+ * chunks), forced on in-process: run_ln's CPU comparison and repeat, and y / mean / rstd bitwise equal
+ * to mode 0's (the old kernels). Register rows of 4 words in blocks of <= 256 threads (mode 2's
+ * kernel): 20001 and 301 x 64 (groups of 2 lanes, 128 rows a block, a short last block), 3000 x 1000 (idle
+ * threads: 125 words of 128), 33 x 4096, 17 x 8192; of 4 words in 512-thread blocks (mode 1's kernel
+ * under mode 2): 9 x 16384; of 8 words: 5 x 16392 (a short last word column), 3 x 32768, 3 x 65536;
+ * one-pass chunks: 37 x 131080 (9 chunks, the last 8 columns), 2 x 262144, 1 x 65544; without
+ * gamma/beta and gamma only; and the paths with no v2 (f32; odd C; rows one element off alignment;
+ * 1 x 1), which must not count a v2 launch. Bigger shapes stay out of the sanitizer runs. */
+static void test_fwd_v2(void) {
+#ifdef CML_HAVE_CUDA
+    static const int64_t shapes[][2] = {{20001, 64}, {301, 64}, {3000, 1000}, {33, 4096}, {17, 8192}, {9, 16384},
+                                        {5, 16392}, {3, 32768}, {3, 65536}, {37, 131080}, {2, 262144},
+                                        {1, 65544}};
+    const bool san = under_sanitizer();
+    for (int mode = 1; mode <= 2; mode++) {
+        const unsigned long long l1 = cml__norm_fwd_v2_launches(1), l2 = cml__norm_fwd_v2_launches(2);
+        cml__norm_fwd_v2_force(mode);
+        fwd_ab = mode;
+        for (int d = 0; d < n_test_dtypes(); d++) {
+            const cml_dtype dt = TEST_DTYPES[d];
+            if (san && dt == CML_F32) continue; /* f32 has no v2 kernel: outside the sanitizer only */
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                if (san && shapes[s][0] * shapes[s][1] > 300000) continue;
+                run_ln((ln_case){dt, shapes[s][0], shapes[s][1], 0, AFFINE_BOTH, false});
+            }
+            run_ln((ln_case){dt, 33, 4096, 0, AFFINE_NONE, false});
+            run_ln((ln_case){dt, 3, 32768, 0, AFFINE_GAMMA, false});
+            run_ln((ln_case){dt, 5, 131080, 0, AFFINE_NONE, false});
+            if (dt == CML_F32) continue;
+            /* the paths without a v2 kernel: no v2 launch counted */
+            const unsigned long long n1 = cml__norm_fwd_v2_launches(1), n2 = cml__norm_fwd_v2_launches(2);
+            run_ln((ln_case){dt, 7, 127, 0, AFFINE_BOTH, false});
+            run_ln((ln_case){dt, 9, 4096, 1, AFFINE_BOTH, false});
+            run_ln((ln_case){dt, 1, 1, 0, AFFINE_BOTH, false});
+            CHECK_MSG(cml__norm_fwd_v2_launches(1) == n1 && cml__norm_fwd_v2_launches(2) == n2,
+                      "%s: an odd or unaligned row counted a v2 forward launch", cml_dtype_name(dt));
+        }
+        fwd_ab = 0;
+        cml__norm_fwd_v2_force(-1);
+        CHECK_MSG(cml__norm_fwd_v2_launches(1) > l1, "mode %d: the mode-1 forward kernels never ran", mode);
+        if (mode == 2) CHECK_MSG(cml__norm_fwd_v2_launches(2) > l2, "mode 2: the mode-2 forward kernels never ran");
+        else CHECK_MSG(cml__norm_fwd_v2_launches(2) == l2, "mode 1: a mode-2 forward kernel ran");
+    }
+#endif
+}
+
 /* rows == 0: dgamma and dbeta are sums over no rows, so they are overwritten with zeros. */
 static void test_no_rows(void) {
     void *dg = dev_alloc(64), *db = dev_alloc(64), *p = dev_alloc(64);
@@ -242,6 +323,7 @@ int main(void) {
     RUN(test_row_groups);
     RUN(test_cluster_rows);
     RUN(test_deferred_rows);
+    RUN(test_fwd_v2);
     RUN(test_no_rows);
     return th_finish();
 }

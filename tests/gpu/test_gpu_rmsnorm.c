@@ -9,10 +9,12 @@
  * several L2 batches of long unaligned rows; dx aliasing dy; rows == 0.
  * Outputs are poisoned before each run, two runs must be bitwise identical
  * (dgamma included: it is reduced in a fixed order), and results are within
- * the dtype's norm-wise tolerance. Exits 77 ("skipped") without a GPU. */
+ * the dtype's norm-wise tolerance. The forward's v2 kernels (CML_NORM_FWD_V2
+ * modes 1 and 2) must also give bitwise the old kernels' y / rstd
+ * (test_fwd_v2). Exits 77 ("skipped") without a GPU. */
 #include "gpu_row_util.h"
 #ifdef CML_HAVE_CUDA
-#include "kernels/cuda/cuda_kernels.h" /* cml__norm_bwd_cluster_launches, cml__norm_bwd_defer_* */
+#include "kernels/cuda/cuda_kernels.h" /* cml__norm_bwd_cluster_launches, cml__norm_bwd_defer_*, cml__norm_fwd_v2_* */
 #endif
 
 typedef struct rms_case {
@@ -26,6 +28,9 @@ typedef struct rms_case {
 /* Set by test_deferred_rows: every backward runs once more with CML_NORM_BWD_DEFER off and must give
  * bitwise the same outputs. */
 static bool defer_ab;
+/* Set by test_fwd_v2 to the forward mode forced on (CML_NORM_FWD_V2 1 or 2): every forward runs once
+ * more in mode 0 (the old kernels) and must give bitwise the same y and rstd. */
+static int fwd_ab;
 #endif
 
 /* GPU dx vs CPU dx: the error relative to the norm of rstd * dy * gamma, the larger of the
@@ -83,6 +88,27 @@ static void run_rms(rms_case k) {
         CHECK_OK(cml_rmsnorm_fwd(gctx, (char *)dout + o, NULL, (char *)dx + o, ggam, k.rows, k.C, 1e-5f, k.dt));
         download(again, dout, bytes);
         CHECK_MSG(memcmp(again + o, got + o, (size_t)ne * es) == 0, "%s: y without rstd differs", what);
+#ifdef CML_HAVE_CUDA
+        if (fwd_ab) { /* the runs above took mode fwd_ab's kernels (test_fwd_v2); mode 0's bits */
+            float *r0 = malloc(rbytes);
+            CHECK(r0 != NULL);
+            if (r0) {
+                cml__norm_fwd_v2_force(0);
+                poison(dout, bytes);
+                poison(dr, rbytes);
+                CHECK_OK(cml_rmsnorm_fwd(gctx, (char *)dout + o, dr, (char *)dx + o, ggam, k.rows, k.C, 1e-5f, k.dt));
+                download(again, dout, bytes);
+                download(r0, dr, rbytes);
+                CHECK_MSG(memcmp(again + o, got + o, (size_t)ne * es) == 0, "%s: y differs from CML_NORM_FWD_V2=0's",
+                          what);
+                CHECK_MSG(memcmp(r0, gr, sizeof(float) * (size_t)k.rows) == 0, "%s: rstd differs from CML_NORM_FWD_V2=0's",
+                          what);
+                cml__norm_fwd_v2_force(fwd_ab);
+            }
+            free(r0);
+        }
+        if (fwd_ab) goto done; /* test_fwd_v2 checks the forward; the other groups run the backward */
+#endif
         /* backward from the CPU's rstd */
         upload(dr, hr, rbytes);
         memset(want, 0xFF, bytes);
@@ -126,6 +152,9 @@ static void run_rms(rms_case k) {
         download(again, dxo, bytes);
         CHECK_MSG(memcmp(got + o, again + o, (size_t)ne * es) == 0, "%s: dx without dgamma differs", bwhat);
     }
+#ifdef CML_HAVE_CUDA
+done:
+#endif
     free(hx), free(hdy), free(want), free(got), free(again), free(hg), free(wg), free(gg), free(gg2), free(hr), free(gr);
     dev_free(dx, bytes), dev_free(ddy, bytes), dev_free(dout, bytes), dev_free(dg, cbytes), dev_free(dgo, cbytes);
     dev_free(dr, rbytes);
@@ -234,6 +263,53 @@ static void test_deferred_rows(void) {
 #endif
 }
 
+/* The forward's kernels of modes 1 and 2 (CML_NORM_FWD_V2, norm_fwd_v2.cuh: the hardware pack; mode 2
+ * also 5 blocks per SM for register rows of 4 words in blocks of <= 256 threads), forced on in-process:
+ * run_rms's CPU comparison and repeat, and y / rstd bitwise equal to mode 0's (the old kernels).
+ * Register rows of 4 words in blocks of <= 256 threads (mode 2's kernel): 20001 and 301 x 64 (groups
+ * of 2 lanes), 3000 x 1000 (idle threads), 33 x 4096, 17 x 8192; of 4 words in 512-thread blocks
+ * (mode 1's kernel under mode 2): 9 x 16384; of 8 words: 5 x 16392, 3 x 32768, 3 x 65536; one-pass
+ * chunks: 37 x 131080 (the last chunk 8 columns), 2 x 262144, 1 x 65544; without gamma; and the
+ * paths with no v2 (f32; odd C; one element off alignment; 1 x 1), which must not count a v2
+ * launch. Bigger shapes stay out of the sanitizer runs. */
+static void test_fwd_v2(void) {
+#ifdef CML_HAVE_CUDA
+    static const int64_t shapes[][2] = {{20001, 64}, {301, 64}, {3000, 1000}, {33, 4096}, {17, 8192}, {9, 16384},
+                                        {5, 16392}, {3, 32768}, {3, 65536}, {37, 131080}, {2, 262144},
+                                        {1, 65544}};
+    const bool san = under_sanitizer();
+    for (int mode = 1; mode <= 2; mode++) {
+        const unsigned long long l1 = cml__norm_fwd_v2_launches(1), l2 = cml__norm_fwd_v2_launches(2);
+        cml__norm_fwd_v2_force(mode);
+        fwd_ab = mode;
+        for (int d = 0; d < n_test_dtypes(); d++) {
+            const cml_dtype dt = TEST_DTYPES[d];
+            if (san && dt == CML_F32) continue; /* f32 has no v2 kernel: outside the sanitizer only */
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                if (san && shapes[s][0] * shapes[s][1] > 300000) continue;
+                run_rms((rms_case){dt, shapes[s][0], shapes[s][1], 0, true, false});
+            }
+            run_rms((rms_case){dt, 33, 4096, 0, false, false});
+            run_rms((rms_case){dt, 3, 32768, 0, false, false});
+            run_rms((rms_case){dt, 5, 131080, 0, false, false});
+            if (dt == CML_F32) continue;
+            /* the paths without a v2 kernel: no v2 launch counted */
+            const unsigned long long n1 = cml__norm_fwd_v2_launches(1), n2 = cml__norm_fwd_v2_launches(2);
+            run_rms((rms_case){dt, 7, 127, 0, true, false});
+            run_rms((rms_case){dt, 9, 4096, 1, true, false});
+            run_rms((rms_case){dt, 1, 1, 0, true, false});
+            CHECK_MSG(cml__norm_fwd_v2_launches(1) == n1 && cml__norm_fwd_v2_launches(2) == n2,
+                      "%s: an odd or unaligned row counted a v2 forward launch", cml_dtype_name(dt));
+        }
+        fwd_ab = 0;
+        cml__norm_fwd_v2_force(-1);
+        CHECK_MSG(cml__norm_fwd_v2_launches(1) > l1, "mode %d: the mode-1 forward kernels never ran", mode);
+        if (mode == 2) CHECK_MSG(cml__norm_fwd_v2_launches(2) > l2, "mode 2: the mode-2 forward kernels never ran");
+        else CHECK_MSG(cml__norm_fwd_v2_launches(2) == l2, "mode 1: a mode-2 forward kernel ran");
+    }
+#endif
+}
+
 /* rows == 0: dgamma is a sum over no rows, so it is overwritten with zeros. */
 static void test_no_rows(void) {
     void *dg = dev_alloc(64), *p = dev_alloc(64);
@@ -263,6 +339,7 @@ int main(void) {
     RUN(test_row_groups);
     RUN(test_cluster_rows);
     RUN(test_deferred_rows);
+    RUN(test_fwd_v2);
     RUN(test_no_rows);
     RUN(test_unsupported_dtype);
     return th_finish();

@@ -130,6 +130,11 @@ unsigned long long cml__norm_bwd_cluster_launches(void);
  * and how many launches so far ran it. */
 void cml__norm_bwd_defer_force(int mode);
 unsigned long long cml__norm_bwd_defer_launches(void);
+/* For tests: the LayerNorm / RMSNorm forward's kernels for 16-bit rows on chip (CML_NORM_FWD_V2,
+ * norm/norm_fwd_v2.cuh) forced to mode 0, 1 or 2 (-1: back to the environment's setting),
+ * process-wide; and how many launches so far ran a kernel of mode 1 or 2 (0 for other modes). */
+void cml__norm_fwd_v2_force(int mode);
+unsigned long long cml__norm_fwd_v2_launches(int mode);
 /* The grouped form of the sm90 path: every problem in one persistent launch. */
 bool cml__gemm_sm90_grouped_takes(const cml_ctx *ctx, const cml_gemm_desc *descs, int64_t count, void *const *D,
                                   const void *const *A, const void *const *B, const void *const *C);

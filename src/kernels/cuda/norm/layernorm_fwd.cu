@@ -21,6 +21,7 @@
 #include "kernels/cuda/common/row_sync.cuh"
 #include "kernels/cuda/common/rows.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/norm/norm_fwd_v2.cuh"
 
 #define E_ROW 16
 #define CHUNK 8192
@@ -31,10 +32,35 @@
 
 /* ---- rows held in registers ---------------------------------------------------------------------- */
 
-/* 16-byte aligned rows: KW packed words per thread (rows.cuh); gamma/beta by words too
- * (re-read by every row, from L1/L2). */
+/* y of KW packed words (thread t of G owns words t, t + G, ...; n columns from yr / gr / br) with both
+ * gamma and beta given, packed by the hardware: the v2 kernels' output loop for the common case. The
+ * same arithmetic as the general loop, (v - mu) * r * gamma + beta, so the same bits, without its
+ * per-word defaults and null tests (16 moves and 6 tests a word of 8 bf16). */
 template <int DT, int KW>
-static __global__ void __launch_bounds__(1024)
+static __device__ __forceinline__ void ln_store_affine(void *yr, const uint4 (&w)[KW], int n, int t, int G,
+                                                       const void *gr, const void *br, float mu, float r) {
+    typedef typename cml__elem<DT>::type T;
+    constexpr int V = cml__words<DT>::V;
+#pragma unroll
+    for (int k = 0; k < KW; k++) {
+        const int c = (k * G + t) * V;
+        if (c < n) {
+            float v[V], gw[V], bw[V];
+            cml__unpack16<DT>(w[k], v);
+            cml__unpack16<DT>(__ldg((const uint4 *)((const T *)gr + c)), gw);
+            cml__unpack16<DT>(__ldg((const uint4 *)((const T *)br + c)), bw);
+#pragma unroll
+            for (int u = 0; u < V; u++) v[u] = (v[u] - mu) * r * gw[u] + bw[u];
+            cml__st16((T *)yr + c, cml__pack16_fast<DT>(v));
+        }
+    }
+}
+
+/* 16-byte aligned rows: KW packed words per thread (rows.cuh); gamma/beta by words too
+ * (re-read by every row, from L1/L2). MODE (norm_fwd_v2.cuh): 0 = the software pack; 1 = the
+ * hardware pack; 2 = the hardware pack in blocks of at most 256 threads, 6 of them per SM. */
+template <int DT, int KW, int MODE>
+static __global__ void __launch_bounds__(NFV2_THREADS(MODE), NFV2_MINB(MODE, 6, 0))
     ln_fwd_words_kernel(void *y, float *mean, float *rstd, const void *x, const void *gamma, const void *beta,
                         long long rows, int C, float eps) {
     typedef typename cml__elem<DT>::type T;
@@ -72,6 +98,10 @@ static __global__ void __launch_bounds__(1024)
             if (mean) mean[row] = mu;
             if (rstd) rstd[row] = r;
         }
+        if (MODE && gamma && beta) {
+            ln_store_affine<DT, KW>((T *)y + off, w, nn, t, G, gamma, beta, mu, r);
+            continue;
+        }
 #pragma unroll
         for (int k = 0; k < KW; k++) {
             const int c = (k * G + t) * V;
@@ -84,7 +114,7 @@ static __global__ void __launch_bounds__(1024)
                 if (beta) cml__unpack16<DT>(__ldg((const uint4 *)((const T *)beta + c)), bw);
 #pragma unroll
                 for (int u = 0; u < V; u++) v[u] = (v[u] - mu) * r * gw[u] + bw[u];
-                cml__st16((T *)y + off + c, cml__pack16<DT>(v));
+                cml__st16((T *)y + off + c, MODE ? cml__pack16_fast<DT>(v) : cml__pack16<DT>(v));
             }
         }
     }
@@ -159,9 +189,12 @@ struct wf_chunk {
 };
 
 /* Long aligned rows in one pass (row_sync.cuh): a chunk of 256 threads x 8 words per block, its
- * exact (count, mean, M2) merged over the row in a fixed order (row_sync.cuh) with Chan et al.'s formula. */
-template <int DT>
-static __global__ void __launch_bounds__(THREADS, 3) /* 4 blocks per SM (64 registers) would spill */
+ * exact (count, mean, M2) merged over the row in a fixed order (row_sync.cuh) with Chan et al.'s formula.
+ * MODE (norm_fwd_v2.cuh): 0 = the software pack, 3 blocks per SM (at 4, 64 registers, it spilled);
+ * 1 = the hardware pack, 3 blocks per SM; 2 = the hardware pack at 4 blocks per SM (fits without
+ * spilling): 128 KB of loads in flight per SM instead of 96. */
+template <int DT, int MODE>
+static __global__ void __launch_bounds__(THREADS, MODE == 2 ? 4 : 3)
     ln_fwd_onepass_kernel(void *y, float *mean, float *rstd, const void *x, const void *gamma, const void *beta,
                           unsigned *sync, unsigned long long *states, long long C, int splits, float eps) {
     typedef typename cml__elem<DT>::type T;
@@ -210,6 +243,10 @@ static __global__ void __launch_bounds__(THREADS, 3) /* 4 blocks per SM (64 regi
     }
     __syncthreads();
     const float mu = stat[0], r = stat[1];
+    if (MODE && gamma && beta) {
+        ln_store_affine<DT, KW>((T *)y + off, w, nn, t, THREADS, (const T *)gamma + lo, (const T *)beta + lo, mu, r);
+        return;
+    }
 #pragma unroll
     for (int k = 0; k < KW; k++) {
         const int c = (k * THREADS + t) * V;
@@ -222,7 +259,7 @@ static __global__ void __launch_bounds__(THREADS, 3) /* 4 blocks per SM (64 regi
             if (beta) cml__unpack16<DT>(__ldg((const uint4 *)((const T *)beta + lo + c)), bw);
 #pragma unroll
             for (int u = 0; u < V; u++) v[u] = (v[u] - mu) * r * gw[u] + bw[u];
-            cml__st16((T *)y + off + c, cml__pack16<DT>(v));
+            cml__st16((T *)y + off + c, MODE ? cml__pack16_fast<DT>(v) : cml__pack16<DT>(v));
         }
     }
 }
@@ -301,14 +338,26 @@ static cml_status fwd_launch(cml_ctx *ctx, void *y, float *mean, float *rstd, co
     typedef typename cml__elem<DT>::type T;
     cudaStream_t st = cml__stream(ctx);
     const bool vec = cml__rows_vec_ok(C, sizeof(T), x, y, gamma ? gamma : x) && (!beta || ((uintptr_t)beta & 15u) == 0);
+    /* v2 (norm_fwd_v2.cuh): 16-bit rows on chip with the hardware pack; f32 has nothing to pack */
+    const int mode = DT == CML_F32 ? 0 : nfv2_mode();
     int KW, G, R;
     if (vec && cml__words_geometry(C, sizeof(T), &KW, &G, &R)) {
         const long long b = (rows + R - 1) / R;
         const unsigned grid = (unsigned)(b < (1ll << 30) ? b : (1ll << 30));
-        if (KW == 4)
-            ln_fwd_words_kernel<DT, 4><<<grid, dim3(G, R), 0, st>>>(y, mean, rstd, x, gamma, beta, rows, (int)C, eps);
-        else
-            ln_fwd_words_kernel<DT, 8><<<grid, dim3(G, R), 0, st>>>(y, mean, rstd, x, gamma, beta, rows, (int)C, eps);
+        const dim3 block(G, R);
+        if (mode == 0) {
+            if (KW == 4) ln_fwd_words_kernel<DT, 4, 0><<<grid, block, 0, st>>>(y, mean, rstd, x, gamma, beta, rows, (int)C, eps);
+            else ln_fwd_words_kernel<DT, 8, 0><<<grid, block, 0, st>>>(y, mean, rstd, x, gamma, beta, rows, (int)C, eps);
+        } else if constexpr (DT != CML_F32) { /* no f32 instantiations of the v2 kernels */
+            const bool occ = KW == 4 && mode == 2 && G * R <= NFV2_OCC_THREADS;
+            nfv2_count(occ ? 2 : 1);
+            if (occ)
+                ln_fwd_words_kernel<DT, 4, 2><<<grid, block, 0, st>>>(y, mean, rstd, x, gamma, beta, rows, (int)C, eps);
+            else if (KW == 4)
+                ln_fwd_words_kernel<DT, 4, 1><<<grid, block, 0, st>>>(y, mean, rstd, x, gamma, beta, rows, (int)C, eps);
+            else
+                ln_fwd_words_kernel<DT, 8, 1><<<grid, block, 0, st>>>(y, mean, rstd, x, gamma, beta, rows, (int)C, eps);
+        }
         return cml__cuda_check_launch(FN, "ln_fwd_words_kernel", cml_dtype_name((cml_dtype)DT), rows * C, grid,
                                       (unsigned)(G * R));
     }
@@ -323,14 +372,29 @@ static cml_status fwd_launch(cml_ctx *ctx, void *y, float *mean, float *rstd, co
     }
     const long long ch1 = (long long)THREADS * ONEPASS_KW * (16 / (long long)sizeof(T)), osplits = (C + ch1 - 1) / ch1;
     const int sms = cml__cuda_sm_count(ctx->device.index) > 0 ? cml__cuda_sm_count(ctx->device.index) : 132;
-    if (vec && rows * osplits < (1ll << 31) &&
-        cml__row_sync_fits((const void *)ln_fwd_onepass_kernel<DT>, THREADS, (int)osplits, sms)) {
+    const void *onepass = mode == 0 ? (const void *)ln_fwd_onepass_kernel<DT, 0>
+                          : mode == 1 ? (const void *)ln_fwd_onepass_kernel<DT, DT == CML_F32 ? 0 : 1>
+                                      : (const void *)ln_fwd_onepass_kernel<DT, DT == CML_F32 ? 0 : 2>;
+    if (vec && rows * osplits < (1ll << 31) && cml__row_sync_fits(onepass, THREADS, (int)osplits, sms)) {
         void *ws = NULL;
         CML_TRY(cml_ctx_workspace(ctx, &ws, cml__row_sync_bytes(rows, osplits)));
         CML_CUDA_TRY(FN, cml__row_sync_reset(ws, rows, osplits, st));
         const unsigned grid = (unsigned)(rows * osplits);
-        ln_fwd_onepass_kernel<DT><<<grid, THREADS, 0, st>>>(y, mean, rstd, x, gamma, beta, (unsigned *)ws,
-                                                           cml__row_sync_slots(ws, rows), C, (int)osplits, eps);
+        unsigned *sync = (unsigned *)ws;
+        unsigned long long *slots = cml__row_sync_slots(ws, rows);
+        /* the kernel whose residency cml__row_sync_fits checked (the ticket scheme needs it) */
+        if (mode == 0) {
+            ln_fwd_onepass_kernel<DT, 0><<<grid, THREADS, 0, st>>>(y, mean, rstd, x, gamma, beta, sync, slots, C,
+                                                                   (int)osplits, eps);
+        } else if constexpr (DT != CML_F32) {
+            nfv2_count(mode);
+            if (mode == 1)
+                ln_fwd_onepass_kernel<DT, 1><<<grid, THREADS, 0, st>>>(y, mean, rstd, x, gamma, beta, sync, slots, C,
+                                                                       (int)osplits, eps);
+            else
+                ln_fwd_onepass_kernel<DT, 2><<<grid, THREADS, 0, st>>>(y, mean, rstd, x, gamma, beta, sync, slots, C,
+                                                                       (int)osplits, eps);
+        }
         return cml__cuda_check_launch(FN, "ln_fwd_onepass_kernel", cml_dtype_name((cml_dtype)DT), rows * C, grid,
                                       THREADS);
     }
@@ -351,6 +415,17 @@ static cml_status fwd_launch(cml_ctx *ctx, void *y, float *mean, float *rstd, co
                                        THREADS));
     }
     return CML_OK;
+}
+
+/* For tests (cuda_kernels.h): CML_NORM_FWD_V2 set in-process (0, 1, 2; -1: back to the environment's),
+ * and the launches so far of the forward kernels of mode 1 or 2 (norm_fwd_v2.cuh), LayerNorm and
+ * RMSNorm together. */
+extern "C" void cml__norm_fwd_v2_force(int mode) {
+    nfv2_forced() = mode;
+}
+
+extern "C" unsigned long long cml__norm_fwd_v2_launches(int mode) {
+    return mode >= 1 && mode <= 2 ? __atomic_load_n(&nfv2_launch_counts()[mode], __ATOMIC_RELAXED) : 0;
 }
 
 /* ---- entry point (arguments validated by src/kernels/layernorm.c) -------------------------------------- */

@@ -21,6 +21,7 @@
 #include "kernels/cuda/common/row_sync.cuh"
 #include "kernels/cuda/common/rows.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/norm/norm_fwd_v2.cuh"
 
 #define E_ROW 16
 #define CHUNK 8192
@@ -29,8 +30,9 @@
 #define APPLY_UNROLL 4 /* ... per input in the output pass (two inputs) */
 #define ONEPASS_KW 8   /* 16-byte words per thread of a one-pass chunk */
 
-/* y = v * r * gamma for one 16-byte word of y at column c (gamma by words from L1/L2: every row re-reads it). */
-template <int DT>
+/* y = v * r * gamma for one 16-byte word of y at column c (gamma by words from L1/L2: every row re-reads it).
+ * FAST: packed by the hardware (norm_fwd_v2.cuh). */
+template <int DT, bool FAST>
 static __device__ __forceinline__ uint4 scale_word(uint4 w, float r, const void *gamma, long long c) {
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V;
@@ -44,7 +46,7 @@ static __device__ __forceinline__ uint4 scale_word(uint4 w, float r, const void 
 #pragma unroll
         for (int u = 0; u < V; u++) v[u] = v[u] * r;
     }
-    return cml__pack16<DT>(v);
+    return FAST ? cml__pack16_fast<DT>(v) : cml__pack16<DT>(v);
 }
 
 /* Sum of squares of KW packed words (words past the row are zero and add nothing). */
@@ -63,8 +65,10 @@ template <int DT, int KW> static __device__ __forceinline__ float words_sumsq(co
 
 /* ---- rows held in registers ---------------------------------------------------------------------- */
 
-template <int DT, int KW>
-static __global__ void __launch_bounds__(1024, 1)
+/* MODE (norm_fwd_v2.cuh): 0 = the software pack; 1 = the hardware pack; 2 = the hardware pack in
+ * blocks of at most 256 threads, 5 of them per SM. */
+template <int DT, int KW, int MODE>
+static __global__ void __launch_bounds__(NFV2_THREADS(MODE), NFV2_MINB(MODE, 5, 1))
     rms_fwd_words_kernel(void *y, float *rstd, const void *x, const void *gamma, long long rows, int C, float eps) {
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V;
@@ -85,7 +89,7 @@ static __global__ void __launch_bounds__(1024, 1)
 #pragma unroll
         for (int k = 0; k < KW; k++) {
             const int c = (k * G + t) * V;
-            if (c < nn) cml__st16((T *)y + off + c, scale_word<DT>(w[k], r, gamma, c));
+            if (c < nn) cml__st16((T *)y + off + c, scale_word<DT, MODE != 0>(w[k], r, gamma, c));
         }
     }
 }
@@ -122,8 +126,9 @@ static __global__ void __launch_bounds__(512)
 
 /* ---- long rows ------------------------------------------------------------------------------------ */
 
-/* Long aligned rows in one pass (row_sync.cuh): a chunk of THREADS x ONEPASS_KW words per block. */
-template <int DT>
+/* Long aligned rows in one pass (row_sync.cuh): a chunk of THREADS x ONEPASS_KW words per block.
+ * FAST: y packed by the hardware (modes 1 and 2 of norm_fwd_v2.cuh). */
+template <int DT, bool FAST>
 static __global__ void __launch_bounds__(THREADS, 4)
     rms_fwd_onepass_kernel(void *y, float *rstd, const void *x, const void *gamma, unsigned *sync,
                            unsigned long long *states,
@@ -153,7 +158,7 @@ static __global__ void __launch_bounds__(THREADS, 4)
 #pragma unroll
     for (int k = 0; k < KW; k++) {
         const int c = (k * THREADS + t) * V;
-        if (c < nn) cml__st16((T *)y + off + c, scale_word<DT>(w[k], r, gamma, lo + c));
+        if (c < nn) cml__st16((T *)y + off + c, scale_word<DT, FAST>(w[k], r, gamma, lo + c));
     }
 }
 
@@ -217,14 +222,23 @@ static cml_status fwd_launch(cml_ctx *ctx, void *y, float *rstd, const void *x, 
     typedef typename cml__elem<DT>::type T;
     cudaStream_t st = cml__stream(ctx);
     const bool vec = cml__rows_vec_ok(C, sizeof(T), x, y, gamma ? gamma : x);
+    /* v2 (norm_fwd_v2.cuh): 16-bit rows on chip with the hardware pack; f32 has nothing to pack */
+    const int mode = DT == CML_F32 ? 0 : nfv2_mode();
     int KW, G, R;
     if (vec && cml__words_geometry(C, sizeof(T), &KW, &G, &R)) {
         const long long nb = (rows + R - 1) / R;
         const unsigned grid = (unsigned)(nb < (1ll << 30) ? nb : (1ll << 30));
-        if (KW == 4)
-            rms_fwd_words_kernel<DT, 4><<<grid, dim3(G, R), 0, st>>>(y, rstd, x, gamma, rows, (int)C, eps);
-        else
-            rms_fwd_words_kernel<DT, 8><<<grid, dim3(G, R), 0, st>>>(y, rstd, x, gamma, rows, (int)C, eps);
+        const dim3 block(G, R);
+        if (mode == 0) {
+            if (KW == 4) rms_fwd_words_kernel<DT, 4, 0><<<grid, block, 0, st>>>(y, rstd, x, gamma, rows, (int)C, eps);
+            else rms_fwd_words_kernel<DT, 8, 0><<<grid, block, 0, st>>>(y, rstd, x, gamma, rows, (int)C, eps);
+        } else if constexpr (DT != CML_F32) { /* no f32 instantiations of the v2 kernels */
+            const bool occ = KW == 4 && mode == 2 && G * R <= NFV2_OCC_THREADS;
+            nfv2_count(occ ? 2 : 1);
+            if (occ) rms_fwd_words_kernel<DT, 4, 2><<<grid, block, 0, st>>>(y, rstd, x, gamma, rows, (int)C, eps);
+            else if (KW == 4) rms_fwd_words_kernel<DT, 4, 1><<<grid, block, 0, st>>>(y, rstd, x, gamma, rows, (int)C, eps);
+            else rms_fwd_words_kernel<DT, 8, 1><<<grid, block, 0, st>>>(y, rstd, x, gamma, rows, (int)C, eps);
+        }
         return launched("rms_fwd_words_kernel", DT, rows * C, grid, (unsigned)(G * R));
     }
     if (!vec && C <= 512 * E_ROW) {
@@ -237,15 +251,23 @@ static cml_status fwd_launch(cml_ctx *ctx, void *y, float *rstd, const void *x, 
     }
     const long long ch1 = (long long)THREADS * ONEPASS_KW * (16 / (long long)sizeof(T)), osplits = (C + ch1 - 1) / ch1;
     const int sms = cml__cuda_sm_count(ctx->device.index) > 0 ? cml__cuda_sm_count(ctx->device.index) : 132;
-    if (vec && rows * osplits < (1ll << 31) &&
-        cml__row_sync_fits((const void *)rms_fwd_onepass_kernel<DT>, THREADS, (int)osplits, sms)) {
+    /* mode 2 is mode 1 here: this kernel already runs 4 blocks per SM */
+    const void *onepass = mode == 0 ? (const void *)rms_fwd_onepass_kernel<DT, false>
+                                    : (const void *)rms_fwd_onepass_kernel<DT, DT != CML_F32>;
+    if (vec && rows * osplits < (1ll << 31) && cml__row_sync_fits(onepass, THREADS, (int)osplits, sms)) {
         void *ws = NULL;
         CML_TRY(cml_ctx_workspace(ctx, &ws, cml__row_sync_bytes(rows, osplits)));
         CML_CUDA_TRY(FN, cml__row_sync_reset(ws, rows, osplits, st));
         const unsigned grid = (unsigned)(rows * osplits);
-        rms_fwd_onepass_kernel<DT><<<grid, THREADS, 0, st>>>(y, rstd, x, gamma, (unsigned *)ws,
-                                                            cml__row_sync_slots(ws, rows),
-                                                            C, (int)osplits, eps);
+        unsigned *sync = (unsigned *)ws;
+        unsigned long long *slots = cml__row_sync_slots(ws, rows);
+        if (mode == 0) {
+            rms_fwd_onepass_kernel<DT, false><<<grid, THREADS, 0, st>>>(y, rstd, x, gamma, sync, slots, C, (int)osplits,
+                                                                        eps);
+        } else if constexpr (DT != CML_F32) {
+            nfv2_count(1);
+            rms_fwd_onepass_kernel<DT, true><<<grid, THREADS, 0, st>>>(y, rstd, x, gamma, sync, slots, C, (int)osplits, eps);
+        }
         return launched("rms_fwd_onepass_kernel", DT, rows * C, grid, THREADS);
     }
     const int splits = (int)((C + CHUNK - 1) / CHUNK);
