@@ -5,7 +5,9 @@
  * GPT-2 GEMMs at T = 8192 (fwd NT, dx NN, dw TN: the layouts the library uses), odd shapes (1000^3 NT:
  * tiles cut by every edge; 3000 x 5000 x 1000 NN), a batch of 4 x 1024^3 NN, then on 2048 x 768 x 768 NT
  * the epilogue kinds (alpha != 1, bias + GELU, per-row bias + ReLU, bf16 D, f32 D with ldd = N + 1: not
- * TMA-aligned, the general path in both builds) and NaN / infinity in A with alpha 1 and alpha != 1.
+ * TMA-aligned, the general path in both builds) and NaN / infinity in A with alpha 1 and alpha != 1; NN lines
+ * (alpha, bias + GELU, per-row bias + ReLU, NaN, edge tiles), TN and TT lines for the tf32 launches that read one
+ * M/N-major operand into registers (session 13, h13b).
  * Inputs are a hash of the element index (the same in every build), D is poisoned with 0xFF bytes (NaN)
  * before each run, every case runs twice (D must repeat bitwise). One line a case: FNV-1a of D's bytes,
  * for the NaN lines the counts of NaN / infinite elements and the NaN bit patterns seen.
@@ -185,7 +187,19 @@ int main(void) {
                         {"epi", "ldd_pad1", N_, T_, EM, EN, EK, 1, F, 1.0f, NONE, 0, 0, 1},
                         {"epi", "a1_nan", N_, T_, EM, EN, EK, 1, F, 1.0f, NONE, 0, 1, 0},
                         {"epi", "a1.25_nan", N_, T_, EM, EN, EK, 1, F, 1.25f, NONE, 0, 1, 0},
-                        {"epi", "relu_nan", N_, T_, EM, EN, EK, 1, F, 1.0f, CML_EPILOGUE_RELU, 0, 1, 0}};
+                        {"epi", "relu_nan", N_, T_, EM, EN, EK, 1, F, 1.0f, CML_EPILOGUE_RELU, 0, 1, 0},
+                        /* NN (session 13, h13b: tf32 NN without B's transpose, B^T from registers) */
+                        {"nn", "a-0.75", N_, N_, EM, EN, EK, 1, F, -0.75f, NONE, 0, 0, 0},
+                        {"nn", "bias_gelu", N_, N_, EM, EN, EK, 1, F, 1.0f, CML_EPILOGUE_GELU_TANH, 1, 0, 0},
+                        {"nn", "rowbias_relu", N_, N_, EM, EN, EK, 1, F, 1.25f, CML_EPILOGUE_RELU, 2, 0, 0},
+                        {"nn", "a1.25_nan", N_, N_, EM, EN, EK, 1, F, 1.25f, NONE, 0, 1, 0},
+                        {"nn", "odd_k1004", N_, N_, 1000, 1000, 1004, 1, F, 1.0f, NONE, 0, 0, 0},
+                        {"nn", "odd_n36", N_, N_, 2000, 36, 500, 1, F, 1.0f, NONE, 0, 0, 0},
+                        /* TN with M > N and TT: A from registers, D not transposed */
+                        {"tn", "bias_gelu", T_, N_, EM, EN, EK, 1, F, 1.0f, CML_EPILOGUE_GELU_TANH, 1, 0, 0},
+                        {"tn", "rowbias_relu", T_, N_, EM, EN, EK, 1, F, 1.25f, CML_EPILOGUE_RELU, 2, 0, 0},
+                        {"tt", "a-0.75", T_, T_, EM, EN, EK, 1, F, -0.75f, NONE, 0, 0, 0},
+                        {"tt", "odd", T_, T_, 1000, 1004, 1001, 1, F, 1.0f, NONE, 0, 0, 0}};
     for (size_t i = 0; i < sizeof ep / sizeof ep[0]; i++)
         if (run_case(&ep[i])) return 1;
     cml_ctx_destroy(ctx);
