@@ -55,6 +55,26 @@ static __device__ __forceinline__ void cml__wgmma_m64n{n}k16_{kind}_rs(float *d,
 '''
 
 
+def wrapper_rs_tf32(n):
+    """A from registers for tf32 (4 x 32-bit: the m64k8 fragment, a[0] row g col t, a[1] row g + 8 col t,
+    a[2] row g col t + 4, a[3] row g + 8 col t + 4 of warp w's rows 16w.., g = lane / 4, t = lane % 4),
+    B from shared memory K-major (tf32 takes no transpose flags)."""
+    regs = n // 2
+    dlist = ", ".join(f"%{i}" for i in range(regs))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    a0 = regs
+    b, sc = regs + 4, regs + 5
+    return f'''static __device__ __forceinline__ void cml__wgmma_m64n{n}k8_tf32_rs(float *d, const uint32_t *a, uint64_t desc_b,
+                                                                   int accumulate) {{
+    asm volatile(
+        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{sc}, 0;\\n"
+        "wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 {{{dlist}}}, {{%{a0}, %{a0 + 1}, %{a0 + 2}, %{a0 + 3}}}, %{b}, p, 1, 1;\\n}}\\n"
+        : {outs}
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+}}
+'''
+
+
 def main():
     root = pathlib.Path(__file__).resolve().parent.parent
     out = root / "src/kernels/cuda/common/wgmma_ops.cuh"
@@ -66,7 +86,8 @@ def main():
  * (cml__wgmma_desc in hopper.cuh). accumulate = 0 overwrites D instead.
  * TRANS_A / TRANS_B (16-bit types only): 0 = K-major, 1 = M- or N-major.
  * The _rs forms take A from registers instead (a[0..3]: the m64k16 fragment, two 16-bit
- * values per register, the accumulator layout of a 64 x 16 block), as attention's P V does.
+ * values per register, the accumulator layout of a 64 x 16 block), as attention's P V does;
+ * the tf32 _rs forms take the m64k8 fragment (one tf32 value per register).
  * d must be indexed with compile-time constants only so that it stays in registers. */
 #ifndef CML_KERNELS_CUDA_COMMON_WGMMA_OPS_CUH
 #define CML_KERNELS_CUDA_COMMON_WGMMA_OPS_CUH
@@ -88,6 +109,9 @@ def main():
             parts.append("\n")
             parts.append(wrapper_rs(kind, kind, n))
             parts.append("\n")
+    for n in (128, 256): # the GEMM's NN tf32 tiles (gemm_sm90_kernel.cuh, cml__sm90_rs_kblock)
+        parts.append(wrapper_rs_tf32(n))
+        parts.append("\n")
     parts.append("#endif\n")
     out.write_text("".join(parts))
     print(f"wrote {out.relative_to(root)}")

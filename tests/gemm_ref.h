@@ -29,6 +29,7 @@ typedef struct gemm_case {
     cml_dtype a_dtype, b_dtype, c_dtype, d_dtype;
     cml_scale_mode a_scale_mode, b_scale_mode;
     cml_gemm_math math;
+    bool tma_strides; /* batch gaps of 16 bytes (TMA reads / writes them in place) instead of odd ones */
 } gemm_case;
 
 static inline gemm_case gemm_case_make(cml_op op_a, cml_op op_b, int64_t M, int64_t N, int64_t K, int64_t batch) {
@@ -115,10 +116,13 @@ static inline void gemm_data_make(gemm_data *x, const gemm_case *g, cml_rng *rng
     d.ldc += g->ld_pad;
     d.ldd += g->ld_pad;
     d.ldaux += g->ld_pad;
-    d.stride_a = g->broadcast_a ? 0 : a_rows * d.lda + 5; /* gaps between batches too */
-    d.stride_b = g->broadcast_b ? 0 : b_rows * d.ldb + 3;
+    const int64_t ga = g->tma_strides ? 16 / (int64_t)cml_dtype_size(g->a_dtype) : 5; /* gaps between batches too */
+    const int64_t gb = g->tma_strides ? 16 / (int64_t)cml_dtype_size(g->b_dtype) : 3;
+    const int64_t gd = g->tma_strides ? 16 / (int64_t)cml_dtype_size(g->d_dtype) : 2;
+    d.stride_a = g->broadcast_a ? 0 : a_rows * d.lda + ga;
+    d.stride_b = g->broadcast_b ? 0 : b_rows * d.ldb + gb;
     d.stride_c = M * d.ldc + 1;
-    d.stride_d = M * d.ldd + 2;
+    d.stride_d = M * d.ldd + gd;
     d.stride_aux = M * d.ldaux + 4;
     if (g->c_aliases_d) {
         d.ldc = d.ldd;

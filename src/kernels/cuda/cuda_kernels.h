@@ -122,6 +122,11 @@ void cml__gemm_sm90_force_config(const cml__gemm_sm90_config *cfg);
  * the plan's rule (-1). Process-wide, like cml__gemm_sm90_force_config. */
 unsigned long long cml__gemm_sm90_deep_launches(void);
 void cml__gemm_sm90_force_deep(int mode);
+/* For tests: how many launches so far ran tf32 with an M/N-major operand read into registers instead of
+ * transposed (gemm_sm90.cu, rs_plan), and allowing that launch wherever it can run (mode 2), for NN only (1),
+ * never (0), or back to CML_SM90_TF32_RS (-1). Process-wide, like cml__gemm_sm90_force_config. */
+unsigned long long cml__gemm_sm90_rs_launches(void);
+void cml__gemm_sm90_force_rs(int mode);
 /* For tests: how many launches so far ran the LayerNorm / RMSNorm backward's thread-block-cluster
  * kernel (norm_bwd_cluster.cuh), both together. */
 unsigned long long cml__norm_bwd_cluster_launches(void);

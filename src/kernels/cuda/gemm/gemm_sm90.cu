@@ -4,9 +4,11 @@
  * Taken: Hopper device; A and B of one dtype: bf16 or f16, f32 with
  * CML_GEMM_MATH_TF32, or fp8 e4m3/e5m2, any ops, leading dimensions and alignment; K >= 1.
  * TMA needs 16-byte aligned operands with leading dimensions (and batch strides) that are
- * multiples of 16 bytes, and wgmma reads tf32 and fp8 only K-major (op_a = N, op_b = T): an
- * operand that breaks either rule is first repacked K-major into the context's workspace by a
- * tiled copy (one more pass over it; the fast case is the aligned one). M, N and K need not
+ * multiples of 16 bytes, and wgmma reads tf32 and fp8 only K-major (op_a = N, op_b = T) from shared
+ * memory: an operand that breaks either rule is first repacked K-major into the context's workspace by
+ * a tiled copy (one more pass over it; the fast case is the aligned one), except one M/N-major tf32
+ * operand, which the kernel reads into registers instead (rs_plan: B stored K x N for NN, A stored K x M
+ * for TT, the larger of the two for TN). M, N and K need not
  * be multiples of the tile: TMA reads zeros past the edges and the epilogue stores only
  * inside D (with TMA stores when D is 16-bit and aligned, element stores otherwise). */
 #include <math.h>
@@ -83,7 +85,7 @@ static cml_status operand_map(CUtensorMap *map, const void *p, int kind, int64_t
     /* an unused batch stride still has to be a valid one */
     uint64_t strides[2] = {row_bytes, fixed ? row_bytes * (uint64_t)rows : (uint64_t)stride * es};
     uint32_t box[3] = {row_elems, k_major ? tile_rows : row_elems, 1};
-    if (!k_major) box[0] = 64;
+    if (!k_major) box[0] = row_elems; /* 128 bytes of M or N: 64 16-bit or 32 tf32 elements */
     return cml__tma_map(map, p, tma_dtype(kind), 3, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, fn);
 }
 
@@ -97,19 +99,23 @@ static bool tma_store_ok(const cml_gemm_desc *d, const void *D) {
     if (d->beta != 0.0f || d->a_scale_mode == CML_SCALE_VECTOR || d->b_scale_mode == CML_SCALE_VECTOR) return false;
     if (d->epilogue != CML_EPILOGUE_NONE && d->epilogue != CML_EPILOGUE_RELU && d->epilogue != CML_EPILOGUE_GELU_TANH)
         return false;
+    /* TMA stores whole 16-byte chunks: a row of D that does not end on one would have the bytes after it, up to
+     * the next 16-byte boundary, overwritten (the padding of ldd > N, or another tensor's data when D is a view;
+     * measured on the H100 in session 13, test_tf32_tma_store). Such rows take the general epilogue. */
+    if (d->N * (f32 ? 4 : 2) % 16 != 0) return false;
     return tma_ok(D, d->ldd, d->stride_d, d->batch, f32 ? 4 : 2);
 }
 
-/* The map TMA stores D through: boxes of 64 rows x 128 bytes (64 16-bit or 32 f32 elements; M x N per
- * batch, row stride ldd). */
-static cml_status output_map(CUtensorMap *map, const cml_gemm_desc *d, void *D) {
+/* The map TMA stores D through: boxes of box_rows (64; 32 for the tf32 RS launch) rows x 128 bytes (64 16-bit
+ * or 32 f32 elements; M x N per batch, row stride ldd). */
+static cml_status output_map(CUtensorMap *map, const cml_gemm_desc *d, void *D, uint32_t box_rows) {
     const bool f32 = d->d_dtype == CML_F32;
     const uint64_t es = f32 ? 4 : 2;
     bool fixed = d->batch == 1 || d->stride_d == 0;
     uint64_t dims[3] = {(uint64_t)d->N, (uint64_t)d->M, fixed ? 1u : (uint64_t)d->batch};
     uint64_t row_bytes = (uint64_t)d->ldd * es;
     uint64_t strides[2] = {row_bytes, fixed ? row_bytes * (uint64_t)d->M : (uint64_t)d->stride_d * es};
-    uint32_t box[3] = {f32 ? 32u : (uint32_t)CML_SM90_OUT_COLS, 64, 1};
+    uint32_t box[3] = {f32 ? 32u : (uint32_t)CML_SM90_OUT_COLS, box_rows, 1};
     return cml__tma_map(map, D,
                         f32                        ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
                         : d->d_dtype == CML_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
@@ -126,6 +132,15 @@ static size_t splitk_halves(const cml_gemm_desc *d, const cml__gemm_sm90_config 
 }
 static size_t splitk_bytes(const cml_gemm_desc *d, const cml__gemm_sm90_config *c) {
     return c->splits > 1 ? splitk_halves(d, c) * (size_t)c->splits * 64 * (size_t)c->bn * sizeof(float) : 0;
+}
+
+/* The tf32 NN problem as the RS kernel runs it (D^T = B^T A^T): M and N swapped, the operands' batch strides
+ * swapped with them (sizes of tiles and split-K halves only; the maps are built from d). */
+static cml_gemm_desc rs_swapped(const cml_gemm_desc *d) {
+    cml_gemm_desc s = *d;
+    s.M = d->N, s.N = d->M;
+    s.stride_a = d->stride_b, s.stride_b = d->stride_a;
+    return s;
 }
 
 /* ---- launch ----------------------------------------------------------------------------- */
@@ -169,23 +184,36 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
     typedef cml__sm90_smem<BN, STAGES, PP ? 64 : CML_SM90_BM> smem_t;
     CML_TRY((allow_smem<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP>(dev)));
     /* stored shapes: A is M x K (op N) or K x M (op T); B is N x K (op T) or K x N (op N).
-     * With a cluster, each CTA loads 1/CLUSTER of a K-major B tile's rows. */
+     * With a cluster, each CTA loads 1/CLUSTER of a K-major B tile's rows.
+     * RS (tf32 with TRANS_A, rs_plan): the kernel's A from registers (gemm_sm90_kernel.cuh, cml__sm90_rs_chunk).
+     * d NN (A as stored or repacked): it runs D^T = B^T A^T, its A is B as stored (K x N, N-major), its B is A
+     * (M x K, K-major), its tile rows are D's columns; tiles, clusters and the split-K halves follow the swapped
+     * shape. TRANS_A 2 (d TT, B as stored or repacked): D itself, A stored K x M in registers, B K-major (the
+     * TRANS_A maps). */
+    constexpr bool RS = KIND == CML_SM90_TF32 && TRANS_A;
+    const bool swap = RS && TRANS_A == 1; /* 2: RS_DIRECT (gemm_sm90_kernel.cuh) */
+    const cml_gemm_desc sw = swap ? rs_swapped(d) : *d;
     CUtensorMap map_a, map_b;
-    if (TRANS_A) CML_TRY(operand_map(&map_a, A, KIND, d->K, d->M, d->lda, d->stride_a, d->batch, false, 0));
-    else CML_TRY(operand_map(&map_a, A, KIND, d->M, d->K, d->lda, d->stride_a, d->batch, true, BM));
-    if (TRANS_B) CML_TRY(operand_map(&map_b, B, KIND, d->K, d->N, d->ldb, d->stride_b, d->batch, false, 0));
-    else CML_TRY(operand_map(&map_b, B, KIND, d->N, d->K, d->ldb, d->stride_b, d->batch, true, BN / CLUSTER));
+    if (swap) {
+        CML_TRY(operand_map(&map_a, B, KIND, d->K, d->N, d->ldb, d->stride_b, d->batch, false, 0));
+        CML_TRY(operand_map(&map_b, A, KIND, d->M, d->K, d->lda, d->stride_a, d->batch, true, BN / CLUSTER));
+    } else {
+        if (TRANS_A) CML_TRY(operand_map(&map_a, A, KIND, d->K, d->M, d->lda, d->stride_a, d->batch, false, 0));
+        else CML_TRY(operand_map(&map_a, A, KIND, d->M, d->K, d->lda, d->stride_a, d->batch, true, BM));
+        if (TRANS_B) CML_TRY(operand_map(&map_b, B, KIND, d->K, d->N, d->ldb, d->stride_b, d->batch, false, 0));
+        else CML_TRY(operand_map(&map_b, B, KIND, d->N, d->K, d->ldb, d->stride_b, d->batch, true, BN / CLUSTER));
+    }
 
     cml__sm90_problem p;
     const int row_elems = CML_SM90_ROW_BYTES / cml__sm90_kind<KIND>::bytes;
-    p.tiles_m = (int)((d->M + BM - 1) / BM);
+    p.tiles_m = (int)((sw.M + BM - 1) / BM);
     p.cluster_rows = (p.tiles_m + CLUSTER - 1) / CLUSTER;
-    p.tiles_n = (int)((d->N + BN - 1) / BN);
+    p.tiles_n = (int)((sw.N + BN - 1) / BN);
     p.batch = (int)d->batch;
     p.k_blocks = (int)((d->K + row_elems - 1) / row_elems);
     p.group_m = pc->group_m;
-    p.a_batch_fixed = d->batch == 1 || d->stride_a == 0;
-    p.b_batch_fixed = d->batch == 1 || d->stride_b == 0;
+    p.a_batch_fixed = sw.batch == 1 || sw.stride_a == 0;
+    p.b_batch_fixed = sw.batch == 1 || sw.stride_b == 0;
     p.groups = NULL;
     p.n_groups = 0;
     p.splits = splits;
@@ -195,7 +223,7 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
     if (splits > 1) { /* partials in ws (splitk_bytes), counters that are 0 and that the kernel leaves 0 */
         p.partials = ws;
         void *counters = NULL;
-        CML_TRY(cml__cuda_zeroed(ctx, splitk_halves(d, pc) * sizeof(int), fn, &counters));
+        CML_TRY(cml__cuda_zeroed(ctx, splitk_halves(&sw, pc) * sizeof(int), fn, &counters));
         p.arrivals = (int *)counters;
     }
     const cml__gemm_epi epi = cml__gemm_epi_make(d, D, C);
@@ -203,7 +231,9 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
     CUtensorMap map_d;
     memset(&map_d, 0, sizeof map_d);
     p.tma_store = tma_store_ok(d, D) && (d->batch == 1 || d->stride_d != 0);
-    if (p.tma_store) CML_TRY(output_map(&map_d, d, D));
+    if (RS && !p.tma_store) /* rs_plan holds when RS is launched: its only epilogue is the TMA store */
+        return cml__error(CML_ERR_INTERNAL, "%s: the tf32 RS launch needs TMA stores of D", fn);
+    if (p.tma_store) CML_TRY(output_map(&map_d, d, D, swap ? 32u : 64u));
     long long work = (long long)p.cluster_rows * p.tiles_n * p.batch * splits; /* tiles of CLUSTER CTAs */
     int sms = cml__cuda_sm_count(dev);
     long long clusters = work < sms / CLUSTER ? work : sms / CLUSTER;
@@ -386,6 +416,7 @@ static __global__ void gemm_sm90_repack(const T *in, long long ld_in, long long 
 typedef struct sm90_layout {
     cml_gemm_desc e;
     bool pack_a, pack_b;
+    int rs; /* the tf32 RS launch (rs_plan): 0 none, RS_SWAP (e: NN), RS_DIRECT (e: TT) */
     cml__gemm_sm90_config pl;
     size_t off_b, off_partials, total;
 } sm90_layout;
@@ -404,22 +435,65 @@ static size_t pack_layout(int64_t rows, int64_t K, int64_t batch, int64_t stride
     return (size_t)(copies * rows * ld_k) * es;
 }
 
-/* A and B may be NULL (workspace queries): then they count as 16-byte aligned. */
-static sm90_layout layout(const cml_ctx *ctx, const cml_gemm_desc *d, int kind, const void *A, const void *B) {
+/* tf32 with one M/N-major operand read into registers instead of transposed into the workspace (wgmma RS:
+ * gemm_sm90_kernel.cuh, cml__sm90_rs_chunk; dev/gemm_sm90/README.md, "Session 13 (helper h13b)"), taken when
+ * TMA reads that operand and writes f32 D in place and D takes the TMA-store epilogue (the launch's only epilogue):
+ * RS_SWAP: B stored K x N (NN, TN) -> D^T = B^T A^T with A K-major (as stored, or repacked: TN transposes A only);
+ * RS_DIRECT: A stored K x M (TT, TN) -> D = A B with B K-major (as stored, or repacked: TN transposes B only).
+ * TN takes the one that repacks the smaller operand (B when M > N). CML_SM90_TF32_RS (read once, for A/B
+ * runs): 0 = never (both M/N-major operands transposed first, as before), nn = NN only, anything else (the
+ * default) = every case it can take; tests force it with cml__gemm_sm90_force_rs and count its launches with
+ * cml__gemm_sm90_rs_launches. */
+enum { RS_NONE = 0, RS_SWAP = 1, RS_DIRECT = 2 };
+static unsigned long long rs_launches;
+static int rs_forced = -1;
+static int rs_mode(void) { /* 0 never, 1 NN only, 2 NN and TN */
+    static int mode = -1;
+    if (rs_forced >= 0) return rs_forced;
+    if (mode < 0) {
+        const char *e = getenv("CML_SM90_TF32_RS");
+        mode = e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "nn") == 0 ? 1 : 2;
+    }
+    return mode;
+}
+extern "C" unsigned long long cml__gemm_sm90_rs_launches(void) { return __atomic_load_n(&rs_launches, __ATOMIC_RELAXED); }
+extern "C" void cml__gemm_sm90_force_rs(int mode) { rs_forced = mode < 0 ? -1 : mode > 2 ? 2 : mode; }
+
+static int rs_plan(const cml_gemm_desc *d, int kind, const void *D, const void *A, const void *B) {
+    /* f32 D only: the RS kernels' epilogues (gemm_sm90_kernel.cuh) stage and store f32 */
+    if (kind != CML_SM90_TF32 || d->d_dtype != CML_F32 || !D || (d->op_a == CML_OP_N && d->op_b == CML_OP_T))
+        return RS_NONE;
+    const int mode = rs_mode();
+    if (mode == 0 || (mode == 1 && (d->op_a != CML_OP_N || d->op_b != CML_OP_N))) return RS_NONE;
+    if (!tma_store_ok(d, D) || (d->batch > 1 && d->stride_d == 0)) return RS_NONE;
+    const bool a_ok = d->op_a == CML_OP_T && tma_ok(A, d->lda, d->stride_a, d->batch, 4);
+    const bool b_ok = d->op_b == CML_OP_N && tma_ok(B, d->ldb, d->stride_b, d->batch, 4);
+    if (a_ok && (!b_ok || d->M > d->N)) return RS_DIRECT; /* TN: B (K x N) is the smaller one to repack */
+    return b_ok ? RS_SWAP : RS_NONE;
+}
+
+/* A, B and D may be NULL (workspace queries): then A and B count as 16-byte aligned, and the RS launch as not
+ * taken (the query's size is the most a call may need: with B's transpose). */
+static sm90_layout layout(const cml_ctx *ctx, const cml_gemm_desc *d, int kind, const void *A, const void *B,
+                          const void *D) {
     static const char aligned[16] __attribute__((aligned(16))) = {0};
     sm90_layout l;
     l.e = *d;
     const bool k_major_only = kind != CML_SM90_BF16 && kind != CML_SM90_F16;
     const size_t es = cml_dtype_size(d->a_dtype);
-    l.pack_a = (k_major_only && d->op_a == CML_OP_T) || !tma_ok(A ? A : aligned, d->lda, d->stride_a, d->batch, es);
-    l.pack_b = (k_major_only && d->op_b == CML_OP_N) || !tma_ok(B ? B : aligned, d->ldb, d->stride_b, d->batch, es);
+    l.rs = A && B ? rs_plan(d, kind, D, A, B) : RS_NONE;
+    l.pack_a = l.rs != RS_DIRECT && ((k_major_only && d->op_a == CML_OP_T) ||
+                                     !tma_ok(A ? A : aligned, d->lda, d->stride_a, d->batch, es));
+    l.pack_b = l.rs != RS_SWAP && ((k_major_only && d->op_b == CML_OP_N) ||
+                                   !tma_ok(B ? B : aligned, d->ldb, d->stride_b, d->batch, es));
     size_t bytes_a = 0, bytes_b = 0;
     if (l.pack_a) bytes_a = pack_layout(d->M, d->K, d->batch, d->stride_a, es, &l.e.op_a, CML_OP_N, &l.e.lda, &l.e.stride_a);
     if (l.pack_b) bytes_b = pack_layout(d->N, d->K, d->batch, d->stride_b, es, &l.e.op_b, CML_OP_T, &l.e.ldb, &l.e.stride_b);
     l.pl = plan(ctx, d, kind, NULL);
     l.off_b = align256(bytes_a);
     l.off_partials = l.off_b + align256(bytes_b);
-    const size_t partials = splitk_bytes(&l.e, &l.pl);
+    const cml_gemm_desc sw = rs_swapped(&l.e);
+    const size_t partials = splitk_bytes(l.rs == RS_SWAP ? &sw : &l.e, &l.pl); /* RS_SWAP's tiles are swapped */
     l.total = l.off_partials + partials; /* 0 when nothing is repacked or split */
     return l;
 }
@@ -529,7 +603,7 @@ static cml_status sm90_run_16bit(cml_ctx *ctx, const sm90_layout *l, void *D, co
 extern "C" size_t cml__gemm_sm90_workspace_size(const cml_ctx *ctx, const cml_gemm_desc *d) {
     int kind = input_kind(d);
     if (kind < 0 || cml__cuda_arch(ctx->device.index) != 90) return 0;
-    return layout(ctx, d, kind, NULL, NULL).total;
+    return layout(ctx, d, kind, NULL, NULL, NULL).total;
 }
 
 extern "C" cml_status cml__gemm_sm90(cml_ctx *ctx, const cml_gemm_desc *d, void *D, const void *A, const void *B,
@@ -539,7 +613,7 @@ extern "C" cml_status cml__gemm_sm90(cml_ctx *ctx, const cml_gemm_desc *d, void 
     if (kind < 0)
         return cml__error(CML_ERR_UNSUPPORTED, "%s: the sm90 path does not take a=%s b=%s (math %d)", fn,
                           cml_dtype_name(d->a_dtype), cml_dtype_name(d->b_dtype), (int)d->math);
-    const sm90_layout l = layout(ctx, d, kind, A, B);
+    const sm90_layout l = layout(ctx, d, kind, A, B, D);
     uint8_t *ws = NULL;
     if (l.total) CML_TRY(cml_ctx_workspace(ctx, (void **)&ws, l.total)); /* one request: parts must not move */
     const size_t es = cml_dtype_size(d->a_dtype);
@@ -557,7 +631,13 @@ extern "C" cml_status cml__gemm_sm90(cml_ctx *ctx, const cml_gemm_desc *d, void 
     switch (kind) {
     case CML_SM90_BF16: return sm90_run_16bit<CML_SM90_BF16>(ctx, &l, D, A, B, C, partials);
     case CML_SM90_F16: return sm90_run_16bit<CML_SM90_F16>(ctx, &l, D, A, B, C, partials);
-    case CML_SM90_TF32: return sm90_run<CML_SM90_TF32, 0, 0>(ctx, &l, D, A, B, C, partials);
+    case CML_SM90_TF32:
+        if (l.rs != RS_NONE) { /* TRANS_A 1: D^T = B^T A^T, 2: D with A from registers (gemm_sm90_kernel.cuh) */
+            __atomic_fetch_add(&rs_launches, 1ull, __ATOMIC_RELAXED); /* launches may come from several threads */
+            if (l.rs == RS_SWAP) return sm90_run<CML_SM90_TF32, 1, 0>(ctx, &l, D, A, B, C, partials);
+            return sm90_run<CML_SM90_TF32, 2, 0>(ctx, &l, D, A, B, C, partials);
+        }
+        return sm90_run<CML_SM90_TF32, 0, 0>(ctx, &l, D, A, B, C, partials);
     case CML_SM90_E4M3: return sm90_run<CML_SM90_E4M3, 0, 0>(ctx, &l, D, A, B, C, partials);
     default: return sm90_run<CML_SM90_E5M2, 0, 0>(ctx, &l, D, A, B, C, partials);
     }
@@ -606,7 +686,7 @@ static cml_status sm90_grouped_launch(cml_ctx *ctx, const cml_gemm_desc *descs, 
         else st = operand_map(&g->map_b, B[i], KIND, d->N, d->K, d->ldb, 0, 1, true, BN / CLUSTER);
         g->epi = cml__gemm_epi_make(d, D[i], C ? C[i] : NULL);
         g->tma_store = st == CML_OK && tma_store_ok(d, D[i]) && d->batch == 1;
-        if (g->tma_store) st = output_map(&g->map_d, d, D[i]);
+        if (g->tma_store) st = output_map(&g->map_d, d, D[i], 64u);
         int tiles_m = (int)((d->M + CML_SM90_BM - 1) / CML_SM90_BM);
         g->cluster_rows = (tiles_m + CLUSTER - 1) / CLUSTER;
         g->tiles_n = (int)((d->N + BN - 1) / BN);

@@ -16,7 +16,8 @@
  * bytes, 8-row atoms of 1024 bytes):
  *   K-major operand (A with op N, B with op T): rows = M (or N) index, 128 bytes of K each.
  *   M/N-major operand (16-bit only: A with op T, B with op N): 64-element column blocks of
- *   BK_ROWS K rows each, one block after another (lbo = block size).
+ *   BK_ROWS K rows each, one block after another (lbo = block size). tf32 with TRANS_A: 32-element
+ *   column blocks of the kernel's A, read into registers (the RS launch, cml__sm90_rs_chunk).
  * KIND selects the input type; the epilogue (gemm_epilogue.cuh) does alpha, scales, beta*C,
  * bias, activation and the store in D's dtype. */
 #ifndef CML_KERNELS_CUDA_GEMM_GEMM_SM90_KERNEL_CUH
@@ -557,7 +558,214 @@ static __device__ __forceinline__ void cml__sm90_locate(const cml__sm90_problem 
     *k_blocks = q->k_blocks;
 }
 
-/* PINGPONG = 0 (cooperative): both consumers share each 128-row tile, 64 rows each.
+/* ---- tf32 NN: the N-major operand from registers (wgmma RS), D^T = B^T A^T (dev/gemm_sm90/README.md,
+ * "Session 13 (helper h13b)") ----
+ * wgmma reads tf32 from shared memory only K-major. For D = A B with B stored K x N (N-major) the host
+ * launches the swapped problem D^T = B^T A^T: the kernel's "A" (rows = N of D) is B's tile, loaded by TMA
+ * as stored (BM / 32 boxes of 32 N columns x 32 K rows, 128-byte swizzle: K row k of box j at j * 4096 +
+ * k * 128, N column n's 16-byte chunk n / 4 at chunk ^ (k % 8)), read into the tf32 m64k8 register
+ * fragment by each consumer (a[0] row g, K t; a[1] row g + 8, K t; a[2] row g, K t + 4; a[3] row g + 8,
+ * K t + 4 of its warp's 16 rows; g = lane / 4, t = lane % 4); the kernel's "B" (rows = M of D) is A's tile,
+ * K-major as stored. No workspace transpose. The tensor cores multiply the same tf32 pairs and every
+ * output's K blocks are added in the same order as with B transposed first.
+ * Which N column a fragment row holds is ours to choose (the accumulator's rows follow it, and the
+ * epilogue writes them back where they belong): warp w takes the 32-column box 2 * consumer + w / 2 and,
+ * in it, 16-byte chunks {x, x ^ 5} for lanes 0-15 and {x + 1, (x + 1) ^ 5} for lanes 16-31 (x = 2 (w % 2));
+ * lane g's rows g and g + 8 are the neighbouring columns 4 chunk + 2 (g % 2) and + 1, so a[0], a[1] (and
+ * a[2], a[3]) are one 8-byte load. Conflict-free: a half warp's 16 loads hit chunks {x, x ^ 5} ^ t for
+ * t = 0..3 (K row t, or t + 4 for a[2], a[3]: ^ 4), all 8 chunks, 2 lanes' 8 bytes in each; and in the
+ * epilogue's transposed staging (row m with m % 8 = 2t + e, the same chunks ^ (2t + e)) likewise. */
+
+/* The 16-byte chunk (0..7) of its 32-column box that lane g = lane / 4 of warp `warp` reads (above). */
+static __device__ __forceinline__ uint32_t cml__sm90_rs_chunk(int warp, int g) {
+    const uint32_t pair = (uint32_t)(g >> 1), x = 2u * (uint32_t)(warp & 1) + (pair >> 1);
+    return (pair & 1u) ? x ^ 5u : x;
+}
+
+/* One tf32 wgmma of K 8 with A from registers. */
+template <int BN>
+static __device__ __forceinline__ void cml__sm90_mma_rs(float *acc, const uint32_t *a, uint64_t db) {
+    if (BN == 256) cml__wgmma_m64n256k8_tf32_rs(acc, a, db, 1);
+    else cml__wgmma_m64n128k8_tf32_rs(acc, a, db, 1);
+}
+
+/* The consumer's ring position (cml__sm90_gemm_kernel's k-block loop: stage s, parity, prev, it). */
+typedef struct cml__sm90_ring {
+    int s, prev, it;
+    uint32_t parity;
+} cml__sm90_ring;
+
+/* One k-block of the RS loop into fragment set f (16 registers: 4 wgmmas of 4). The caller alternates
+ * two sets: a set is written again only after the k-block that read it has retired (wgmma_wait<1> of
+ * the k-block after it), as wgmma's A registers must not change while it runs. frag0 / frag1: this
+ * thread's shared addresses of a[0..1] / a[2..3] in stage 0, k-step 0 (+1024 bytes a k-step of 8 K rows). */
+template <int BN, int STAGES, int CLUSTER, bool WRAP, int A_BYTES, int B_BYTES>
+static __device__ __forceinline__ void cml__sm90_rs_kblock(float *acc, uint32_t *f, cml__sm90_ring *r, bool first,
+                                                           uint32_t full0, uint32_t empty0, uint32_t frag0,
+                                                           uint32_t frag1, uint32_t b_lo, bool leader) {
+    if constexpr (!WRAP) r->s = r->it % STAGES, r->parity = (uint32_t)(r->it / STAGES) & 1u;
+    cml__mbar_wait_at(full0 + 8 * r->s, r->parity);
+    const uint32_t off = (uint32_t)r->s * A_BYTES;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(f[4 * k]), "=r"(f[4 * k + 1]) : "r"(frag0 + off + 1024 * k));
+        asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];"
+                     : "=r"(f[4 * k + 2]), "=r"(f[4 * k + 3])
+                     : "r"(frag1 + off + 1024 * k));
+    }
+    const uint32_t db = b_lo + (uint32_t)r->s * (B_BYTES >> 4);
+    cml__wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < 4; k++) cml__sm90_mma_rs<BN>(acc, &f[4 * k], cml__sm90_desc(db + k * (32 >> 4)));
+    cml__wgmma_commit();
+    cml__wgmma_wait<1>();
+    cml__wgmma_reg_fence<BN / 2>(acc);
+    if (!first && leader) cml__sm90_release_at(empty0 + 8 * r->prev, CLUSTER);
+    r->prev = r->s;
+    r->it++;
+    if (WRAP && ++r->s == STAGES) {
+        r->s = 0;
+        r->parity ^= 1;
+    }
+}
+
+/* z for D(m, n) and D(m, n + 1) of f32 D (cml__sm90_finish_quad_f32's arithmetic: s * acc, bias, activation).
+ * Not inlined (code size). */
+static __device__ __noinline__ float2 cml__sm90_finish_pair_f32t(const cml__gemm_epi *e, float s, float a0, float a1,
+                                                                 long long m, long long n) {
+    float z[2] = {s * a0, s * a1};
+    if (e->bias) {
+        const bool per_row = e->bias_axis == CML_BIAS_PER_ROW;
+        for (int j = 0; j < 2; j++) {
+            const long long i = per_row ? m : n + j;
+            if (i < (per_row ? e->M : e->N)) z[j] += cml__gemm_ld(e->bias, e->d_dtype, i);
+        }
+    }
+    for (int j = 0; j < 2; j++) z[j] = cml__gemm_epi_act(e->act, z[j], 0.0f);
+    return make_float2(z[0], z[1]);
+}
+
+/* Block c of the transposed epilogue: D rows m0 + 32c.. + 31 (the accumulators' columns 32c..) x this consumer's
+ * 64 D columns n0.. (its accumulator rows), as two 32 x 32 f32 sub-blocks at blk (columns n0..n0 + 31) and blk +
+ * 4096 (n0 + 32..), rows of 128 bytes in the 128-byte swizzle. Warp w writes sub-block w / 2: for quad q and
+ * e, D(m, n), D(m, n + 1) with m = 32c + 8 (q - 4c) + 2t + e, n = its fragment rows' columns: one 8-byte store. */
+template <int Z>
+static __device__ __forceinline__ void cml__sm90_stage_f32t(const cml__gemm_epi *e, const float *acc, uint32_t blk,
+                                                            int c, int warp, int lane, long long m0, long long n,
+                                                            float s) {
+    const int g = lane >> 2, t = lane & 3;
+    const uint32_t chunk = cml__sm90_rs_chunk(warp, g);
+    const uint32_t sub = blk + 4096u * (uint32_t)(warp >> 1) + 8u * (uint32_t)(g & 1);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int q = 4 * c + i;
+#pragma unroll
+        for (int x = 0; x < 2; x++) {
+            const int row = 8 * i + 2 * t + x; /* row % 8 == 2t + x */
+            float2 z;
+            if (Z == CML_SM90_Z_FINISH)
+                z = cml__sm90_finish_pair_f32t(e, s, acc[4 * q + x], acc[4 * q + 2 + x], m0 + 32 * c + row, n);
+            else z = make_float2(s * acc[4 * q + x], s * acc[4 * q + 2 + x]);
+            const uint32_t a = sub + (uint32_t)row * 128 + ((chunk ^ (uint32_t)(2 * t + x)) << 4);
+            asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(a), "f"(z.x), "f"(z.y) : "memory");
+        }
+    }
+}
+
+/* Block c (columns 32c..32c + 31 of this consumer's 64 x BN) of the non-transposed RS launch (A from registers,
+ * D = A B): cml__sm90_stage_f32 with the fragment rows permuted as cml__sm90_rs_chunk says (row g -> R0, g + 8 ->
+ * R0 + 1). Stores stay conflict-free: a half warp's rows have (R % 8) / 2 = 2 (chunk % 2) + g % 2: four values, each with 2 chunks. */
+template <int Z>
+static __device__ __forceinline__ void cml__sm90_stage_f32p(const cml__gemm_epi *e, const float *acc, uint32_t blk,
+                                                            int c, int warp, int lane, int row0, int col0, float s) {
+    const int g = lane >> 2, t = lane & 3;
+    const int R0 = 32 * (warp >> 1) + 4 * (int)cml__sm90_rs_chunk(warp, g) + 2 * (g & 1);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int q = 4 * c + i, r = 4 * q;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const uint32_t R = (uint32_t)(R0 + h), chunk = (uint32_t)(2 * i + t / 2);
+            float2 z;
+            if (Z == CML_SM90_Z_FINISH)
+                z = cml__sm90_finish_pair_f32t(e, s, acc[r + 2 * h], acc[r + 2 * h + 1], (long long)row0 + R,
+                                               (long long)col0 + 8 * q + 2 * t);
+            else z = make_float2(s * acc[r + 2 * h], s * acc[r + 2 * h + 1]);
+            const uint32_t a = blk + R * 128 + ((chunk ^ (R & 7)) << 4) + 8 * (t & 1);
+            asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(a), "f"(z.x), "f"(z.y) : "memory");
+        }
+    }
+}
+
+/* The TMA-store epilogue of the non-transposed RS launch: cml__sm90_tma_epilogue_f32 over the permuted rows. */
+template <int BN, int NBUF>
+static __device__ __forceinline__ void cml__sm90_tma_epilogue_f32p(const cml__gemm_epi *e, const CUtensorMap *map_d,
+                                                                   const float *acc, uint8_t *blocks, int consumer,
+                                                                   bool leader, int warp, int lane, int row0, int col0,
+                                                                   int batch) {
+    static_assert(NBUF >= 2 && (BN / 32) % 2 == 0, "two 8 KB staging buffers a consumer, an even block count");
+    constexpr int NB = BN / 32;
+    float s = e->alpha;
+    if (e->a_scale_mode == CML_SCALE_TENSOR) s *= e->a_scale[0];
+    if (e->b_scale_mode == CML_SCALE_TENSOR) s *= e->b_scale[0];
+    const bool finish = e->bias || e->act != CML_EPILOGUE_NONE;
+    const uint32_t base = cml__smem_addr(blocks);
+#pragma unroll
+    for (int c = 0; c < NB; c++) {
+        const uint32_t blk = base + (uint32_t)(c & 1) * CML_SM90_OUT_BYTES;
+        if (leader) cml__bulk_wait_read<1>(); /* the store of block c - 2 (same buffer) is done reading */
+        cml__sm90_consumer_sync(consumer);
+        if (finish) cml__sm90_stage_f32p<CML_SM90_Z_FINISH>(e, acc, blk, c, warp, lane, row0, col0, s);
+        else cml__sm90_stage_f32p<CML_SM90_Z_BF16_SCALED>(e, acc, blk, c, warp, lane, row0, col0, s);
+        cml__fence_proxy_async_smem();
+        cml__sm90_consumer_sync(consumer);
+        if (leader) {
+            cml__tma_store_3d(map_d, blocks + (c & 1) * CML_SM90_OUT_BYTES, col0 + 32 * c, row0, batch);
+            cml__bulk_commit();
+        }
+    }
+}
+
+/* The TMA-store epilogue of the swapped (RS) launch: this consumer's accumulators are D^T's rows n0.. (64 D
+ * columns, in the fragment order above) x BN columns m0.. (D rows). BN / 32 blocks of 32 D rows x 64 D
+ * columns (8 KB, two 32 x 32 boxes of map_d) alternate between two staging buffers as in
+ * cml__sm90_tma_epilogue_f32 (one bulk group a block). */
+template <int BN, int NBUF>
+static __device__ __forceinline__ void cml__sm90_tma_epilogue_f32t(const cml__gemm_epi *e, const CUtensorMap *map_d,
+                                                                   const float *acc, uint8_t *blocks, int consumer,
+                                                                   bool leader, int warp, int lane, int n0, int m0,
+                                                                   int batch) {
+    static_assert(NBUF >= 2 && (BN / 32) % 2 == 0, "two 8 KB staging buffers a consumer, an even block count");
+    constexpr int NB = BN / 32;
+    float s = e->alpha;
+    if (e->a_scale_mode == CML_SCALE_TENSOR) s *= e->a_scale[0];
+    if (e->b_scale_mode == CML_SCALE_TENSOR) s *= e->b_scale[0];
+    const bool finish = e->bias || e->act != CML_EPILOGUE_NONE;
+    const uint32_t base = cml__smem_addr(blocks);
+    const int g = lane >> 2;
+    const long long n = (long long)n0 + 32 * (warp >> 1) + 4 * cml__sm90_rs_chunk(warp, g) + 2 * (g & 1);
+#pragma unroll
+    for (int c = 0; c < NB; c++) {
+        const uint32_t blk = base + (uint32_t)(c & 1) * CML_SM90_OUT_BYTES;
+        if (leader) cml__bulk_wait_read<1>(); /* the stores of block c - 2 (same buffer) are done reading */
+        cml__sm90_consumer_sync(consumer);
+        if (finish) cml__sm90_stage_f32t<CML_SM90_Z_FINISH>(e, acc, blk, c, warp, lane, m0, n, s);
+        else cml__sm90_stage_f32t<CML_SM90_Z_BF16_SCALED>(e, acc, blk, c, warp, lane, m0, n, s);
+        cml__fence_proxy_async_smem();
+        cml__sm90_consumer_sync(consumer);
+        if (leader) {
+            uint8_t *b = blocks + (c & 1) * CML_SM90_OUT_BYTES;
+            cml__tma_store_3d(map_d, b, n0, m0 + 32 * c, batch);
+            cml__tma_store_3d(map_d, b + 4096, n0 + 32, m0 + 32 * c, batch);
+            cml__bulk_commit();
+        }
+    }
+}
+
+/* TRANS_A / TRANS_B: 0 = the operand K-major in shared memory, 1 = M- or N-major (wgmma's transpose, 16-bit).
+ * tf32 with TRANS_A (the RS kernels: A from registers, cml__sm90_rs_chunk; TRANS_B = 0): 1 = the launch computes
+ * D^T = B^T A^T (its A is D's B: the transposed epilogue), 2 = D itself (its A is D's A stored K x M).
+ * PINGPONG = 0 (cooperative): both consumers share each 128-row tile, 64 rows each.
  * PINGPONG = 1: tiles of 64 rows; the consumers take alternate tiles, so that one's
  * epilogue overlaps the other's main loop (the stages of a tile belong to one consumer).
  * The ping-pong mode is instantiated only by dev/gemm_sm90/harness.cu until it is measured. */
@@ -643,10 +851,11 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
 #endif
                     cml__mbar_arrive_expect_tx_at(fb, smem_t::a_bytes + smem_t::b_bytes);
                     const uint32_t sa = a0 + s * smem_t::a_bytes, sb = b0 + s * smem_t::b_bytes;
-                    if (TRANS_A) { /* A stored K x M: 64-column blocks of elems_per_row K rows */
+                    if (TRANS_A) { /* A stored K x M: 128-byte column blocks (64 16-bit, 32 tf32) of elems_per_row K rows */
+                        constexpr int MN = KIND == CML_SM90_TF32 ? 32 : 64; /* tf32: the RS launch (cml__sm90_rs_chunk) */
 #pragma unroll
-                        for (int j = 0; j < BM / 64; j++)
-                            cml__tma_load_3d_at(sa + j * block_bytes, ma, fb, m0 + 64 * j, k0, ba);
+                        for (int j = 0; j < BM / MN; j++)
+                            cml__tma_load_3d_at(sa + j * block_bytes, ma, fb, m0 + MN * j, k0, ba);
                     } else {
                         cml__tma_load_3d_at(sa, ma, fb, k0, m0, ba);
                     }
@@ -704,6 +913,17 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
         /* 32 bytes of K a wgmma: +32 bytes along a K-major row, or +16 K rows in an M/N-major block */
         const uint32_t step_a = (TRANS_A ? 16 * CML_SM90_ROW_BYTES : 32) >> 4;
         const uint32_t step_b = (TRANS_B ? 16 * CML_SM90_ROW_BYTES : 32) >> 4;
+        /* tf32 with A stored K x M: the swapped NN launch, A from registers (cml__sm90_rs_chunk) */
+        constexpr bool RS = KIND == CML_SM90_TF32 && TRANS_A && !PINGPONG;
+        uint32_t frag0 = 0, frag1 = 0;
+        if constexpr (RS) {
+            const int g = lane >> 2, t = lane & 3;
+            const uint32_t chunk = cml__sm90_rs_chunk(warp, g);
+            const uint32_t box = cml__smem_addr(stage_a) + (uint32_t)(2 * consumer + (warp >> 1)) * 4096u +
+                                 8u * (uint32_t)(g & 1);
+            frag0 = box + 128u * (uint32_t)t + ((chunk ^ (uint32_t)t) << 4);
+            frag1 = box + 128u * (uint32_t)(t + 4) + ((chunk ^ (uint32_t)(t + 4)) << 4);
+        }
         for (int tile = first; tile < total; tile += step, mine++) {
             int tm, tn, b, k_first, k_blocks;
             cml__sm90_locate(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
@@ -725,24 +945,40 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
             if (PINGPONG && mine > 0) cml__sm90_order_wait(consumer); /* tile mine - 1's main loop is done */
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) acc[i] = 0.0f;
-            for (int kb = 0; kb < k_blocks; kb++, it++) {
-                if constexpr (!WRAP) s = it % STAGES, parity = (uint32_t)(it / STAGES) & 1u;
-                cml__mbar_wait_at(full0 + 8 * s, parity);
-                const uint32_t da = a_lo + s * (smem_t::a_bytes >> 4), db = b_lo + s * (smem_t::b_bytes >> 4);
-                cml__wgmma_fence();
+            if constexpr (RS) { /* two fragment sets in turn (cml__sm90_rs_kblock) */
+                uint32_t f0[16], f1[16];
+                cml__sm90_ring r = {s, prev, it, parity};
+                int kb = 0;
+                for (; kb + 2 <= k_blocks; kb += 2) {
+                    cml__sm90_rs_kblock<BN, STAGES, CLUSTER, WRAP, smem_t::a_bytes, smem_t::b_bytes>(
+                        acc, f0, &r, kb == 0, full0, empty0, frag0, frag1, b_lo, leader);
+                    cml__sm90_rs_kblock<BN, STAGES, CLUSTER, WRAP, smem_t::a_bytes, smem_t::b_bytes>(
+                        acc, f1, &r, false, full0, empty0, frag0, frag1, b_lo, leader);
+                }
+                if (kb < k_blocks)
+                    cml__sm90_rs_kblock<BN, STAGES, CLUSTER, WRAP, smem_t::a_bytes, smem_t::b_bytes>(
+                        acc, f0, &r, kb == 0, full0, empty0, frag0, frag1, b_lo, leader);
+                s = r.s, prev = r.prev, it = r.it, parity = r.parity;
+            } else {
+                for (int kb = 0; kb < k_blocks; kb++, it++) {
+                    if constexpr (!WRAP) s = it % STAGES, parity = (uint32_t)(it / STAGES) & 1u;
+                    cml__mbar_wait_at(full0 + 8 * s, parity);
+                    const uint32_t da = a_lo + s * (smem_t::a_bytes >> 4), db = b_lo + s * (smem_t::b_bytes >> 4);
+                    cml__wgmma_fence();
 #pragma unroll
-                for (int k = 0; k < 4; k++)
-                    cml__sm90_mma<BN, KIND, TRANS_A, TRANS_B>(acc, cml__sm90_desc(da + k * step_a),
-                                                              cml__sm90_desc(db + k * step_b));
-                cml__wgmma_commit();
-                /* keep this stage's wgmmas in flight; the previous stage's are done: free it */
-                cml__wgmma_wait<1>();
-                cml__wgmma_reg_fence<BN / 2>(acc);
-                if (kb > 0 && leader) cml__sm90_release_at(empty0 + 8 * prev, CLUSTER);
-                prev = s;
-                if (WRAP && ++s == STAGES) {
-                    s = 0;
-                    parity ^= 1;
+                    for (int k = 0; k < 4; k++)
+                        cml__sm90_mma<BN, KIND, TRANS_A, TRANS_B>(acc, cml__sm90_desc(da + k * step_a),
+                                                                  cml__sm90_desc(db + k * step_b));
+                    cml__wgmma_commit();
+                    /* keep this stage's wgmmas in flight; the previous stage's are done: free it */
+                    cml__wgmma_wait<1>();
+                    cml__wgmma_reg_fence<BN / 2>(acc);
+                    if (kb > 0 && leader) cml__sm90_release_at(empty0 + 8 * prev, CLUSTER);
+                    prev = s;
+                    if (WRAP && ++s == STAGES) {
+                        s = 0;
+                        parity ^= 1;
+                    }
                 }
             }
             cml__wgmma_wait<0>();
@@ -764,6 +1000,16 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                 if (!cml__sm90_split_gather<BN>(acc, prob.partials + half * prob.splits * 64 * BN, split, prob.splits,
                                                 &prob.arrivals[half], &split_last[consumer], consumer, leader))
                     continue;
+            }
+            if constexpr (RS) { /* the host launches RS only with TMA stores of f32 D (gemm_sm90.cu, rs_plan) */
+                uint8_t *blocks = (uint8_t *)epi_stage + consumer * (smem_t::epi_region / 2);
+                if constexpr (TRANS_A == 1) /* D^T = B^T A^T: the tile's rows are D's columns */
+                    cml__sm90_tma_epilogue_f32t<BN, smem_t::out_bufs>(ep, md, acc, blocks, consumer, leader, warp, lane,
+                                                                      tm * BM + consumer * 64, tn * BN, b);
+                else
+                    cml__sm90_tma_epilogue_f32p<BN, smem_t::out_bufs>(ep, md, acc, blocks, consumer, leader, warp, lane,
+                                                                      tm * BM + consumer * 64, tn * BN, b);
+                continue;
             }
             if (tma_store) {
                 cml__sm90_tma_epilogue<BN, smem_t::out_bufs, KIND>(
