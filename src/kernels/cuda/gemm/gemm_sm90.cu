@@ -473,7 +473,7 @@ static int rs_plan(const cml_gemm_desc *d, int kind, const void *D, const void *
 }
 
 /* A, B and D may be NULL (workspace queries): then A and B count as 16-byte aligned, and the RS launch as not
- * taken (the query's size is the most a call may need: with B's transpose). */
+ * taken (both operands' transposes counted), its swapped split-K partials as possible (the larger is counted). */
 static sm90_layout layout(const cml_ctx *ctx, const cml_gemm_desc *d, int kind, const void *A, const void *B,
                           const void *D) {
     static const char aligned[16] __attribute__((aligned(16))) = {0};
@@ -492,8 +492,12 @@ static sm90_layout layout(const cml_ctx *ctx, const cml_gemm_desc *d, int kind, 
     l.pl = plan(ctx, d, kind, NULL);
     l.off_b = align256(bytes_a);
     l.off_partials = l.off_b + align256(bytes_b);
+    /* RS_SWAP's tiles (and split-K partials) are those of the swapped shape; a query (no pointers) covers them too,
+     * so that a workspace reserved at its size serves every call */
     const cml_gemm_desc sw = rs_swapped(&l.e);
-    const size_t partials = splitk_bytes(l.rs == RS_SWAP ? &sw : &l.e, &l.pl); /* RS_SWAP's tiles are swapped */
+    const size_t part_e = splitk_bytes(&l.e, &l.pl), part_sw = splitk_bytes(&sw, &l.pl);
+    const bool query_tf32 = !A && kind == CML_SM90_TF32;
+    const size_t partials = l.rs == RS_SWAP || (query_tf32 && part_sw > part_e) ? part_sw : part_e;
     l.total = l.off_partials + partials; /* 0 when nothing is repacked or split */
     return l;
 }
