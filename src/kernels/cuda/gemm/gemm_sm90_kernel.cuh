@@ -365,12 +365,17 @@ static __device__ __forceinline__ void cml__sm90_stage_f32(const cml__gemm_epi *
     }
 }
 
+template <int Z>
+static __device__ __forceinline__ void cml__sm90_stage_f32p(const cml__gemm_epi *e, const float *acc, uint32_t blk,
+                                                            int c, int warp, int lane, int row0, int col0, float s);
+
 /* The TMA-store epilogue for f32 D (tf32 launches): BN / 32 blocks of 64 x 32 f32
  * (8 KB each, the 16-bit path's block size) through two of this consumer's staging buffers in turn:
  * a block is written while the store of the one before still reads its buffer (bulk_wait_read<1>
  * waits only for the store two blocks back, which used the same buffer; BN / 32 is even, so a tile's
- * first block finds the last tile's second-to-last store done too). */
-template <int BN, int NBUF>
+ * first block finds the last tile's second-to-last store done too). PERM: the non-transposed RS launch's
+ * fragment rows, permuted (cml__sm90_stage_f32p). */
+template <int BN, int NBUF, bool PERM = false>
 static __device__ __forceinline__ void cml__sm90_tma_epilogue_f32(const cml__gemm_epi *e, const CUtensorMap *map_d,
                                                                   const float *acc, uint8_t *blocks, int consumer,
                                                                   bool leader, int warp, int lane, int row0, int col0,
@@ -387,8 +392,13 @@ static __device__ __forceinline__ void cml__sm90_tma_epilogue_f32(const cml__gem
         const uint32_t blk = base + (uint32_t)(c & 1) * CML_SM90_OUT_BYTES;
         if (leader) cml__bulk_wait_read<1>(); /* the store of block c - 2 (same buffer) is done reading */
         cml__sm90_consumer_sync(consumer);
-        if (finish) cml__sm90_stage_f32<CML_SM90_Z_FINISH>(e, acc, blk, c, warp, lane, row0, col0, s);
-        else cml__sm90_stage_f32<CML_SM90_Z_BF16_SCALED>(e, acc, blk, c, warp, lane, row0, col0, s);
+        if constexpr (PERM) {
+            if (finish) cml__sm90_stage_f32p<CML_SM90_Z_FINISH>(e, acc, blk, c, warp, lane, row0, col0, s);
+            else cml__sm90_stage_f32p<CML_SM90_Z_BF16_SCALED>(e, acc, blk, c, warp, lane, row0, col0, s);
+        } else {
+            if (finish) cml__sm90_stage_f32<CML_SM90_Z_FINISH>(e, acc, blk, c, warp, lane, row0, col0, s);
+            else cml__sm90_stage_f32<CML_SM90_Z_BF16_SCALED>(e, acc, blk, c, warp, lane, row0, col0, s);
+        }
         cml__fence_proxy_async_smem();
         cml__sm90_consumer_sync(consumer);
         if (leader) {
@@ -697,35 +707,6 @@ static __device__ __forceinline__ void cml__sm90_stage_f32p(const cml__gemm_epi 
     }
 }
 
-/* The TMA-store epilogue of the non-transposed RS launch: cml__sm90_tma_epilogue_f32 over the permuted rows. */
-template <int BN, int NBUF>
-static __device__ __forceinline__ void cml__sm90_tma_epilogue_f32p(const cml__gemm_epi *e, const CUtensorMap *map_d,
-                                                                   const float *acc, uint8_t *blocks, int consumer,
-                                                                   bool leader, int warp, int lane, int row0, int col0,
-                                                                   int batch) {
-    static_assert(NBUF >= 2 && (BN / 32) % 2 == 0, "two 8 KB staging buffers a consumer, an even block count");
-    constexpr int NB = BN / 32;
-    float s = e->alpha;
-    if (e->a_scale_mode == CML_SCALE_TENSOR) s *= e->a_scale[0];
-    if (e->b_scale_mode == CML_SCALE_TENSOR) s *= e->b_scale[0];
-    const bool finish = e->bias || e->act != CML_EPILOGUE_NONE;
-    const uint32_t base = cml__smem_addr(blocks);
-#pragma unroll
-    for (int c = 0; c < NB; c++) {
-        const uint32_t blk = base + (uint32_t)(c & 1) * CML_SM90_OUT_BYTES;
-        if (leader) cml__bulk_wait_read<1>(); /* the store of block c - 2 (same buffer) is done reading */
-        cml__sm90_consumer_sync(consumer);
-        if (finish) cml__sm90_stage_f32p<CML_SM90_Z_FINISH>(e, acc, blk, c, warp, lane, row0, col0, s);
-        else cml__sm90_stage_f32p<CML_SM90_Z_BF16_SCALED>(e, acc, blk, c, warp, lane, row0, col0, s);
-        cml__fence_proxy_async_smem();
-        cml__sm90_consumer_sync(consumer);
-        if (leader) {
-            cml__tma_store_3d(map_d, blocks + (c & 1) * CML_SM90_OUT_BYTES, col0 + 32 * c, row0, batch);
-            cml__bulk_commit();
-        }
-    }
-}
-
 /* The TMA-store epilogue of the swapped (RS) launch: this consumer's accumulators are D^T's rows n0.. (64 D
  * columns, in the fragment order above) x BN columns m0.. (D rows). BN / 32 blocks of 32 D rows x 64 D
  * columns (8 KB, two 32 x 32 boxes of map_d) alternate between two staging buffers as in
@@ -1007,8 +988,8 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                     cml__sm90_tma_epilogue_f32t<BN, smem_t::out_bufs>(ep, md, acc, blocks, consumer, leader, warp, lane,
                                                                       tm * BM + consumer * 64, tn * BN, b);
                 else
-                    cml__sm90_tma_epilogue_f32p<BN, smem_t::out_bufs>(ep, md, acc, blocks, consumer, leader, warp, lane,
-                                                                      tm * BM + consumer * 64, tn * BN, b);
+                    cml__sm90_tma_epilogue_f32<BN, smem_t::out_bufs, true>(ep, md, acc, blocks, consumer, leader, warp,
+                                                                           lane, tm * BM + consumer * 64, tn * BN, b);
                 continue;
             }
             if (tma_store) {
