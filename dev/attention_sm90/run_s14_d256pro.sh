@@ -46,17 +46,9 @@ patch=dev/attention_sm90/s14_d256pro.patch
 mkdir -p $x $L
 : >$x/summary.txt
 say() { echo "$*" | tee -a $x/summary.txt; }
-rm -rf $W $BASE && mkdir -p $W $BASE
-tar cf - --exclude='./build*' --exclude=./.git . | tar xf - -C $W
-tar cf - --exclude='./build*' --exclude=./.git . | tar xf - -C $BASE
-if (cd $W && git apply --check $patch 2>/dev/null); then
-    (cd $W && git apply $patch) && say "s14_d256pro patch applied to $W"
-elif (cd $BASE && git apply -R --check $patch 2>/dev/null); then
-    (cd $BASE && git apply -R $patch) && say "tree already has the s14_d256pro patch: reverted in $BASE"
-else
-    say "s14_d256pro patch neither applies nor reverts: stop"
-    exit 1
-fi
+. dev/ab_lib.sh
+ab_trees $W $BASE $patch | tee -a $x/summary.txt
+[ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
 VARS="base new pf"
 declare -A ENVS=([base]="" [new]="CML_ATT_FWD_D256PRO=1" [pf]="CML_ATT_FWD_D256PRO=1 CML_ATT_FWD_D256PRO_PF=1")
 S_LIST=512,1024,2048

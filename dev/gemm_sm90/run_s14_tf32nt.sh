@@ -37,17 +37,9 @@ root=$(pwd)
 patch=dev/gemm_sm90/s14_tf32nt.patch
 mkdir -p $x
 : >$x/summary.txt
-rm -rf $W $BASE && mkdir -p $W $BASE
-tar cf - --exclude='./build*' --exclude=./.git . | tar xf - -C $W
-tar cf - --exclude='./build*' --exclude=./.git . | tar xf - -C $BASE
-if (cd $W && git apply --check $patch 2>/dev/null); then
-    (cd $W && git apply $patch) && echo "patch applied to $W" | tee -a $x/summary.txt
-elif (cd $BASE && git apply -R --check $patch 2>/dev/null); then
-    (cd $BASE && git apply -R $patch) && echo "tree already patched: reverted in $BASE" | tee -a $x/summary.txt
-else
-    echo "patch neither applies nor reverts: stop" | tee -a $x/summary.txt
-    exit 1
-fi
+. dev/ab_lib.sh
+ab_trees $W $BASE $patch | tee -a $x/summary.txt
+[ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
 BENCH_ARGS="bench gemm --dtype tf32,bf16 --set square,gpt2 --sizes 2048,4096,8192 --ops NN,NT --reps 20"
 OFF_ARGS="bench gemm --dtype tf32 --set gpt2 --ops NT --reps 20"
 clock_summary() { # mean SM clock / power / max temperature per bench window (nvidia-smi log, epoch-stamped)
