@@ -249,12 +249,11 @@ static __device__ __forceinline__ uint32_t cml__sm90_pack2(bool bf, float x, flo
     return r;
 }
 
-/* The register epilogue beyond alpha: for a fragment quad (rows m, m + 8; columns n, n + 1),
- * z = s * acc + bias (cml__gemm_epi_z's order), then the activation, packed as two pairs.
- * Not inlined: one copy serves all BN / 2 quads of a tile (code size is what matters). */
-static __device__ __noinline__ uint2 cml__sm90_finish_quad(const cml__gemm_epi *e, float s, float a0, float a1,
-                                                           float a2, float a3, long long m, long long n) {
-    float z[4] = {s * a0, s * a1, s * a2, s * a3};
+/* The register epilogue beyond alpha for a fragment quad (rows m, m + 8; columns n, n + 1, in that order):
+ * z = s * acc + bias (cml__gemm_epi_z's order), then the activation. */
+static __device__ __forceinline__ void cml__sm90_finish4(const cml__gemm_epi *e, float s, float a0, float a1, float a2,
+                                                         float a3, long long m, long long n, float z[4]) {
+    z[0] = s * a0, z[1] = s * a1, z[2] = s * a2, z[3] = s * a3;
     if (e->bias) {
         const bool per_row = e->bias_axis == CML_BIAS_PER_ROW;
         for (int j = 0; j < 4; j++) {
@@ -263,6 +262,14 @@ static __device__ __noinline__ uint2 cml__sm90_finish_quad(const cml__gemm_epi *
         }
     }
     for (int j = 0; j < 4; j++) z[j] = cml__gemm_epi_act(e->act, z[j], 0.0f);
+}
+
+/* cml__sm90_finish4 packed as two pairs of 16-bit D. Not inlined: one copy serves all BN / 2 quads of a tile
+ * (code size is what matters). */
+static __device__ __noinline__ uint2 cml__sm90_finish_quad(const cml__gemm_epi *e, float s, float a0, float a1,
+                                                           float a2, float a3, long long m, long long n) {
+    float z[4];
+    cml__sm90_finish4(e, s, a0, a1, a2, a3, m, n, z);
     const bool bf = e->d_dtype == CML_BF16;
     return make_uint2(cml__sm90_pack2(bf, z[0], z[1]), cml__sm90_pack2(bf, z[2], z[3]));
 }
@@ -321,19 +328,11 @@ static __device__ __forceinline__ void cml__sm90_stage_blocks(const cml__gemm_ep
     }
 }
 
-/* f32 D, x * s or finished (bias, activation) per fragment quad: rows m, m + 8; columns n, n + 1,
- * in that order (cml__gemm_epi_z's arithmetic, as cml__sm90_finish_quad). Not inlined (code size). */
+/* cml__sm90_finish4 for f32 D. Not inlined (code size). */
 static __device__ __noinline__ float4 cml__sm90_finish_quad_f32(const cml__gemm_epi *e, float s, float a0, float a1,
                                                                 float a2, float a3, long long m, long long n) {
-    float z[4] = {s * a0, s * a1, s * a2, s * a3};
-    if (e->bias) {
-        const bool per_row = e->bias_axis == CML_BIAS_PER_ROW;
-        for (int j = 0; j < 4; j++) {
-            const long long i = per_row ? m + (j >> 1) * 8 : n + (j & 1);
-            if (i < (per_row ? e->M : e->N)) z[j] += cml__gemm_ld(e->bias, e->d_dtype, i);
-        }
-    }
-    for (int j = 0; j < 4; j++) z[j] = cml__gemm_epi_act(e->act, z[j], 0.0f);
+    float z[4];
+    cml__sm90_finish4(e, s, a0, a1, a2, a3, m, n, z);
     return make_float4(z[0], z[1], z[2], z[3]);
 }
 
