@@ -15,7 +15,8 @@
  * forward cases took the sm90 path, checks through its launch counter that exactly the
  * cases it predicts ran there (twice each: O and lse poisoned, bitwise equal), and fails on
  * an sm_90 device when none did; a second counter likewise for the D = 64 kernel whose query
- * tiles end at S_q (QSHIFT: causal, S_q % 192 == 64 and S_q < 2048 by default). The backward's
+ * tiles end at S_q (QSHIFT: causal, S_q % 192 == 64 and S_q < 2048 by default), and a third for the
+ * D = 256 kernel with the per-consumer Q prologue (PRO: causal, S_kv <= 512 by default). The backward's
  * mma and sm90 launch counters likewise: every backward through cml_attention_bwd must run on the
  * path cml__attention_bwd_cuda_path_name predicts (twice), and on sm_80 / sm_90 every one with
  * D > 128 on a tensor-core path (sm_90: some on the wgmma one). Then variable-length (packed)
@@ -45,6 +46,8 @@ int main(void) {
  * sm90 launches seen for them; of those, the cases predicted on (and seen running) the D = 64 kernel with
  * end-aligned query tiles (QSHIFT, cml__attention_fwd_sm90_q_shift) */
 static int n_fwd_auto, n_fwd_sm90, n_fwd_sm90_runs, n_fwd_qshift, n_fwd_qshift_runs;
+/* ... and on the D = 256 kernel with the PRO prologue (cml__attention_fwd_sm90_d256pro) */
+static int n_fwd_pro, n_fwd_pro_runs;
 /* 16-bit backward cases through the public entry point, those that ran on mma and on sm90 (all, D > 128) */
 static int n_bwd_auto, n_bwd_mma, n_bwd_wide, n_bwd_wide_mma, n_bwd_wide_sm90, n_bwd_sm90;
 
@@ -201,6 +204,7 @@ static void run_path(const problem *pr, int path, const char *tag) {
         /* forward: O and lse poisoned, twice, bitwise equal; the path it took */
         const char *fpath = path == PATH_SIMT ? "simt" : cml__attention_fwd_cuda_path_name(gctx, d, g.o, g.q, g.k, g.v);
         const long long runs0 = cml__attention_fwd_sm90_runs(), qs0 = cml__attention_fwd_sm90_qshift_runs();
+        const long long pro0 = cml__attention_fwd_sm90_d256pro_runs();
         unsigned char *got2 = malloc(no);
         float *lse2 = malloc(nl);
         for (int r = 0; r < 2; r++) {
@@ -216,6 +220,7 @@ static void run_path(const problem *pr, int path, const char *tag) {
         free(lse2);
         const long long sm90_runs = cml__attention_fwd_sm90_runs() - runs0;
         const long long qs_runs = cml__attention_fwd_sm90_qshift_runs() - qs0;
+        const long long pro_runs = cml__attention_fwd_sm90_d256pro_runs() - pro0;
         if (path == PATH_AUTO) {
             const bool sm90 = strcmp(fpath, "sm90") == 0;
             const bool qs = sm90 && cml__attention_fwd_sm90_q_shift(d) > 0;
@@ -228,8 +233,14 @@ static void run_path(const problem *pr, int path, const char *tag) {
                       fpath, sm90_runs);
             CHECK_MSG(qs_runs == (qs ? 2 : 0), "%s fwd: QSHIFT predicted %s, but %lld QSHIFT launches for 2 runs", what,
                       qs ? "yes" : "no", qs_runs);
+            const bool pro = sm90 && cml__attention_fwd_sm90_d256pro(d);
+            n_fwd_pro += pro;
+            n_fwd_pro_runs += pro && pro_runs == 2;
+            CHECK_MSG(pro_runs == (pro ? 2 : 0), "%s fwd: D = 256 PRO predicted %s, but %lld PRO launches for 2 runs",
+                      what, pro ? "yes" : "no", pro_runs);
         } else {
             CHECK_MSG(qs_runs == 0, "%s fwd: %lld QSHIFT launches on the %s path", what, qs_runs, fpath);
+            CHECK_MSG(pro_runs == 0, "%s fwd: %lld D = 256 PRO launches on the %s path", what, pro_runs, fpath);
         }
         double tol = dt == CML_F32 ? 1e-5 : 1e-2;
         char w2[240];
@@ -408,12 +419,20 @@ static const shape SM90_SHAPES[] = {
      * shifted kernel's own shapes, GQA / MQA, S_q < S_kv (256 x 300, also under the sanitizer) and S_q > S_kv
      * (rows without keys); full attention there is the unshifted kernel (a control) */
     {1, 2, 2, 256, 256, 64},  {1, 4, 1, 256, 300, 64},  {2, 2, 1, 640, 640, 64},  {1, 2, 2, 640, 250, 64},
+    /* D = 256 causal with S_kv <= 512: the PRO prologue (Q in per-consumer 64-row halves); the last query tile
+     * with a second half partly (77 x 77 GQA, 300 x 65: tiles without keys too) or wholly past S_q (1 x 300 MQA:
+     * its barrier gets a plain arrival), the bench's S = 512 with four query tiles; 200 x 1000 (S_q < S_kv) and
+     * full attention run the base kernel (controls; CML_ATT_FWD_D256PRO=1 takes them too) */
+    {2, 4, 2, 77, 77, 256},   {1, 4, 1, 1, 300, 256},   {1, 2, 2, 300, 65, 256},  {2, 2, 2, 512, 512, 256},
+    {1, 2, 1, 200, 1000, 256},
     {1, 1, 1, 4097, 4097, 64}, /* causal only */
 };
 enum { N_SM90_SHAPES = sizeof SM90_SHAPES / sizeof SM90_SHAPES[0] };
 
+/* CML_TEST_SM90_D=<D> keeps only the shapes of that head dim (sanitizer runs of one kernel). */
 static void test_sm90_fwd(void) {
     const bool san = under_sanitizer();
+    const char *only_d = getenv("CML_TEST_SM90_D");
     static const int layouts[3] = {LAYOUT_BSHD, LAYOUT_BHSD, LAYOUT_BSHD_PAD8};
     int k = 0;
     for (int s = 0; s < N_SM90_SHAPES; s++)
@@ -421,6 +440,7 @@ static void test_sm90_fwd(void) {
             for (int causal = 0; causal < 2; causal++) {
                 const shape *sh = &SM90_SHAPES[s];
                 if (san && (sh->Sq > 300 || sh->Skv > 300)) continue;
+                if (only_d && sh->D != atoi(only_d)) continue;
                 if (s == N_SM90_SHAPES - 1 && !causal) continue;
                 int before = th_failed_checks;
                 run_problem_opt(sh, causal, TEST_DTYPES[di], layouts[k++ % 3], true);
@@ -839,6 +859,13 @@ static void test_paths_taken(void) {
     CHECK_MSG(n_fwd_qshift_runs == n_fwd_qshift, "%d cases predicted QSHIFT, %d ran it", n_fwd_qshift,
               n_fwd_qshift_runs);
     CHECK_MSG(arch != 90 || !qs_on || n_fwd_qshift > 0, "an sm_90 device, but no forward case took the QSHIFT kernel");
+    /* the rule takes causal D = 256 with S_kv <= 512 (SM90_SHAPES) unless CML_ATT_FWD_D256PRO=0 turns it off */
+    const cml_attention_desc p512 = cml_attention_desc_bshd(1, 512, 512, 1, 1, 256, true, CML_BF16);
+    const bool pro_on = cml__attention_fwd_sm90_d256pro(&p512);
+    printf("sm90 forward D = 256 PRO (per-consumer Q halves): %d cases predicted, %d ran there (rule %s)\n", n_fwd_pro,
+           n_fwd_pro_runs, pro_on ? "on" : "off");
+    CHECK_MSG(n_fwd_pro_runs == n_fwd_pro, "%d cases predicted D = 256 PRO, %d ran it", n_fwd_pro, n_fwd_pro_runs);
+    CHECK_MSG(arch != 90 || !pro_on || n_fwd_pro > 0, "an sm_90 device, but no forward case took the D = 256 PRO kernel");
     printf("mma backward path: %d of %d 16-bit backward cases through cml_attention_bwd ran there, D > 128: %d of %d "
            "(device sm_%d); sm90 backward: %d (D > 128: %d)\n", n_bwd_mma, n_bwd_auto, n_bwd_wide_mma, n_bwd_wide, arch,
            n_bwd_sm90, n_bwd_wide_sm90);

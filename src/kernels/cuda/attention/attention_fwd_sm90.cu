@@ -57,6 +57,7 @@ extern "C" bool cml__attention_fwd_sm90_takes(const cml_ctx *ctx, const cml_atte
 
 static long long att90_runs;
 static long long att90_qshift_runs; /* launches of the QSHIFT kernel (tests) */
+static long long att90_d256pro_runs; /* launches of the D = 256 PRO kernel (tests) */
 
 /* Causal work order of the persistent kernel (p.head_group): the K / V bytes a group of heads may hold
  * in L2 while its query tiles run longest first (dev/attention_sm90/README.md, session 9 h9f; the
@@ -66,6 +67,9 @@ static long long att90_qshift_runs; /* launches of the QSHIFT kernel (tests) */
 extern "C" long long cml__attention_fwd_sm90_runs(void) { return __atomic_load_n(&att90_runs, __ATOMIC_RELAXED); }
 extern "C" long long cml__attention_fwd_sm90_qshift_runs(void) {
     return __atomic_load_n(&att90_qshift_runs, __ATOMIC_RELAXED);
+}
+extern "C" long long cml__attention_fwd_sm90_d256pro_runs(void) {
+    return __atomic_load_n(&att90_d256pro_runs, __ATOMIC_RELAXED);
 }
 
 /* Per head dim (dev/attention_sm90/README.md, the ladder): key tile BN, K/V stages, consumer
@@ -105,6 +109,25 @@ extern "C" int cml__attention_fwd_sm90_q_shift(const cml_attention_desc *d) {
     return (int)(BM - d->S_q % BM);
 }
 
+/* D = 256 (the one-tile kernel, 1,024 CTAs at the bench's S = 512, one an SM, 7.76 in sequence) with the PRO
+ * prologue (attention_fwd_sm90.cuh: Q in two 64-row halves with their own barriers, the first stages issued
+ * before the __syncthreads in the order Q0, K0, Q1, K1, V0, V1, the maps prefetched): a CTA with a few key
+ * tiles waits for its first data with the tensor cores idle (session 12 h12e's arithmetic, README). Same O
+ * and lse bit for bit. Default: causal with S_kv <= CML_ATT90_D256PRO_SK, where it measured >= 1.01x (session
+ * 14, 3 rounds in turns: causal 512 1.011x, 1k 1.009x, 2k 1.001x, full 1.000-1.005x; an L2 prefetch of the
+ * next wave's first data lost 7%: dev/attention_sm90/README.md, "Session 13 (helper h13d)"). CML_ATT_FWD_D256PRO
+ * (read once): 0 never, 1 every D = 256 problem, causal or not (A/B runs and tests). */
+#define CML_ATT90_D256PRO_SK 512
+extern "C" bool cml__attention_fwd_sm90_d256pro(const cml_attention_desc *d) {
+    static int cache = -2;
+    if (cache == -2) {
+        const char *e = getenv("CML_ATT_FWD_D256PRO");
+        cache = e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "1") == 0 ? 1 : -1;
+    }
+    if (d->D != 256 || cache == 0) return false;
+    return cache == 1 || (d->causal && d->S_kv <= CML_ATT90_D256PRO_SK);
+}
+
 static const char att90_fn[] = "cml_attention_fwd";
 
 static const char *att90_dtype_name(int DT) { return cml_dtype_name(DT == CML_ATT90_F16 ? CML_F16 : CML_BF16); }
@@ -133,7 +156,7 @@ template <int DT, int D, bool QSHIFT> struct att90_persistent {
 };
 
 template <int DT, int D> struct att90_launcher<DT, D, 1> {
-    static cml_status run(cml_ctx *ctx, const CUtensorMap maps[4], const cml__att90_params &p) {
+    static cml_status run(cml_ctx *ctx, const CUtensorMap maps[4], const cml__att90_params &p, bool) {
         /* the shifted kernel is compiled only where it exists (three consumers: D = 64) */
         enum { QS = att90_cfg<D>::NC > 2 };
         if (QS && p.q_shift > 0) {
@@ -146,24 +169,32 @@ template <int DT, int D> struct att90_launcher<DT, D, 1> {
 };
 
 template <int DT, int D> struct att90_launcher<DT, D, 0> {
-    static cml_status run(cml_ctx *ctx, const CUtensorMap maps[4], cml__att90_params p) {
+    /* pro: the PRO prologue (D = 256; the Q map's box is then 64 rows) */
+    static cml_status run(cml_ctx *ctx, const CUtensorMap maps[4], cml__att90_params p, bool pro) {
         typedef att90_cfg<D> cfg;
         typedef cml__att90_smem<D, cfg::BN, cfg::STAGES> sm;
         static_assert(cfg::NC == 2, "the one-tile-per-CTA kernel has two consumers: 128-row tiles");
         /* the grouped order only where it differs from head by head (a group of one head is base's order) */
-        auto kern = p.causal && p.head_group >= 2 ? cml__att90_fwd_kernel<DT, D, cfg::BN, cfg::STAGES, 1, 1, 1, 1>
-                                                  : cml__att90_fwd_kernel<DT, D, cfg::BN, cfg::STAGES, 1, 1, 1, 0>;
-        CML_CUDA_TRY(att90_fn, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm::total));
+        const bool grouped = p.causal && p.head_group >= 2;
+        auto kern = grouped ? cml__att90_fwd_kernel<DT, D, cfg::BN, cfg::STAGES, 1, 1, 1, 1>
+                            : cml__att90_fwd_kernel<DT, D, cfg::BN, cfg::STAGES, 1, 1, 1, 0>;
+        if (pro)
+            kern = grouped ? cml__att90_fwd_kernel<DT, D, cfg::BN, cfg::STAGES, 1, 1, 1, 1, true>
+                           : cml__att90_fwd_kernel<DT, D, cfg::BN, cfg::STAGES, 1, 1, 1, 0, true>;
+        const int smem = (int)sm::total + (pro ? CML_ATT90_PRO_SMEM_EXTRA : 0);
+        CML_CUDA_TRY(att90_fn, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         const unsigned grid = (unsigned)p.total_tiles;
-        kern<<<grid, CML_ATT90_THREADS, sm::total, cml__stream(ctx)>>>(maps[0], maps[1], maps[2], maps[3], p);
-        return cml__cuda_check_launch(att90_fn, "cml__att90_fwd_kernel", att90_dtype_name(DT), p.total_tiles, grid,
-                                      CML_ATT90_THREADS);
+        kern<<<grid, CML_ATT90_THREADS, smem, cml__stream(ctx)>>>(maps[0], maps[1], maps[2], maps[3], p);
+        const cml_status st = cml__cuda_check_launch(att90_fn, "cml__att90_fwd_kernel", att90_dtype_name(DT),
+                                                     p.total_tiles, grid, CML_ATT90_THREADS);
+        if (st == CML_OK && pro) __atomic_add_fetch(&att90_d256pro_runs, 1, __ATOMIC_RELAXED);
+        return st;
     }
 };
 
 template <int DT, int D>
-static cml_status att90_launch(cml_ctx *ctx, const CUtensorMap maps[4], const cml__att90_params &p) {
-    return att90_launcher<DT, D, att90_cfg<D>::PERSIST>::run(ctx, maps, p);
+static cml_status att90_launch(cml_ctx *ctx, const CUtensorMap maps[4], const cml__att90_params &p, bool pro) {
+    return att90_launcher<DT, D, att90_cfg<D>::PERSIST>::run(ctx, maps, p, pro);
 }
 
 extern "C" cml_status cml__attention_fwd_sm90(cml_ctx *ctx, const cml_attention_desc *d, void *O, float *lse,
@@ -174,9 +205,11 @@ extern "C" cml_status cml__attention_fwd_sm90(cml_ctx *ctx, const cml_attention_
     const int BN = D == 64 ? (int)att90_cfg<64>::BN : D == 128 ? (int)att90_cfg<128>::BN : (int)att90_cfg<256>::BN;
     /* query rows per work tile: the Q map's box and the tile count */
     const int BM = 64 * (D == 64 ? (int)att90_cfg<64>::NC : D == 128 ? (int)att90_cfg<128>::NC : (int)att90_cfg<256>::NC);
+    /* D = 256 with the PRO prologue: Q in 64-row halves (the map's box) */
+    const bool pro = D == 256 && cml__attention_fwd_sm90_d256pro(d);
     CUtensorMap maps[4];
     *taken = true; /* takes() checked TMA's rules: a refused map is an error, not a reason to fall back */
-    CML_TRY(cml__att90_map(&maps[0], Q, d->dtype, d->B, d->S_q, d->H_q, D, d->q_stride, BM, att90_fn));
+    CML_TRY(cml__att90_map(&maps[0], Q, d->dtype, d->B, d->S_q, d->H_q, D, d->q_stride, pro ? 64 : BM, att90_fn));
     CML_TRY(cml__att90_map(&maps[1], K, d->dtype, d->B, d->S_kv, d->H_kv, D, d->k_stride, BN, att90_fn));
     CML_TRY(cml__att90_map(&maps[2], V, d->dtype, d->B, d->S_kv, d->H_kv, D, d->v_stride, BN, att90_fn));
     CML_TRY(cml__att90_map(&maps[3], O, d->dtype, d->B, d->S_q, d->H_q, D, d->o_stride, 64, att90_fn));
@@ -204,13 +237,13 @@ extern "C" cml_status cml__attention_fwd_sm90(cml_ctx *ctx, const cml_attention_
     }
     cml_status st;
     if (d->dtype == CML_F16)
-        st = D == 64    ? att90_launch<CML_ATT90_F16, 64>(ctx, maps, p)
-             : D == 128 ? att90_launch<CML_ATT90_F16, 128>(ctx, maps, p)
-                        : att90_launch<CML_ATT90_F16, 256>(ctx, maps, p);
+        st = D == 64    ? att90_launch<CML_ATT90_F16, 64>(ctx, maps, p, pro)
+             : D == 128 ? att90_launch<CML_ATT90_F16, 128>(ctx, maps, p, pro)
+                        : att90_launch<CML_ATT90_F16, 256>(ctx, maps, p, pro);
     else
-        st = D == 64    ? att90_launch<CML_ATT90_BF16, 64>(ctx, maps, p)
-             : D == 128 ? att90_launch<CML_ATT90_BF16, 128>(ctx, maps, p)
-                        : att90_launch<CML_ATT90_BF16, 256>(ctx, maps, p);
+        st = D == 64    ? att90_launch<CML_ATT90_BF16, 64>(ctx, maps, p, pro)
+             : D == 128 ? att90_launch<CML_ATT90_BF16, 128>(ctx, maps, p, pro)
+                        : att90_launch<CML_ATT90_BF16, 256>(ctx, maps, p, pro);
     if (st == CML_OK) __atomic_add_fetch(&att90_runs, 1, __ATOMIC_RELAXED);
     return st;
 }

@@ -253,7 +253,16 @@ static __device__ __forceinline__ void cml__att90_group_order(const cml__att90_p
     bh = g * p.head_group + (rem - t_lin * pairs);
 }
 
-template <int DT, int D, int BN, int STAGES, int INTRA, int PINGPONG, int TSTORE, int GROUPED = 0>
+/* PRO (D = 256 at short S; session 13, helper h13d, dev/attention_sm90/README.md): the prologue of a CTA
+ * that runs only a few key tiles. Q comes as two 64-row halves (the Q map's box is 64 rows), each with its
+ * own full barrier (the second one after the stage barriers, CML_ATT90_PRO_SMEM_EXTRA more bytes), so
+ * consumer c waits for its 32 KB of Q instead of all 64 KB; thread 0 prefetches the four tensor maps
+ * before it initializes the barriers and issues the first STAGES stages right after the init fence, before
+ * the __syncthreads and setmaxnreg, in the order Q0, K0, Q1, K1, V0, V1: consumer 0's first S = Q K^T
+ * needs 72 KB instead of 104, its second 144 instead of 184 (V_0 after K_1). The arithmetic is the same: O
+ * and lse bit for bit those of PRO = false. */
+#define CML_ATT90_PRO_SMEM_EXTRA 8
+template <int DT, int D, int BN, int STAGES, int INTRA, int PINGPONG, int TSTORE, int GROUPED = 0, bool PRO = false>
 static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
     cml__att90_fwd_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                           const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o,
@@ -283,7 +292,15 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
     if (p.causal) k_end = min(p.Sk, max(0, min(q0 + BM, p.Sq) + off));
     const int n_tiles = (k_end + BN - 1) / BN;
 
+    uint64_t *q_full1 = v_empty + STAGES; /* PRO: the second Q half's barrier */
+
     if (threadIdx.x == 0) {
+        if (PRO) {
+            cml__tma_prefetch_map(&map_q);
+            cml__tma_prefetch_map(&map_k);
+            cml__tma_prefetch_map(&map_v);
+            cml__tma_prefetch_map(&map_o);
+        }
         cml__mbar_init(q_full, 1);
         for (int s = 0; s < STAGES; s++) {
             cml__mbar_init(&k_full[s], 1);
@@ -291,7 +308,36 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
             cml__mbar_init(&k_empty[s], 2); /* one arrival per consumer */
             cml__mbar_init(&v_empty[s], 2);
         }
+        if (PRO) cml__mbar_init(q_full1, 1);
         cml__mbar_init_fence();
+        if (PRO && n_tiles > 0) {
+            /* the first STAGES stages need no empty wait: issued before the __syncthreads (only this thread
+             * uses the barriers before it), K before V: a consumer's step 1 issues S_1 (K_1) before it waits
+             * for V_0, so K_1 first gives the tensor cores S_1 while V_0 streams in (dev/attention_sm90/
+             * pro_sim.py). Q half c: rows q0 + 64 c, column blocks BM * 128 apart. A half wholly past S_q is
+             * not loaded: its barrier gets a plain arrival (its rows are computed on whatever the buffer
+             * holds, never stored) */
+            cml__mbar_arrive_expect_tx(q_full, sm::q_bytes / 2);
+            for (int c = 0; c < D / 64; c++)
+                cml__tma_load_4d(sq + c * BM * 128, &map_q, q_full, c * 64, h, q0, b);
+            for (int j = 0; j < STAGES && j < n_tiles; j++) {
+                cml__mbar_arrive_expect_tx(&k_full[j], sm::kv_bytes);
+                cml__att90_load<D>(sk + j * sm::kv_bytes, &map_k, &k_full[j], j * BN, hk, b, BN);
+                if (j == 0) {
+                    if (q0 + 64 < p.Sq) {
+                        cml__mbar_arrive_expect_tx(q_full1, sm::q_bytes / 2);
+                        for (int c = 0; c < D / 64; c++)
+                            cml__tma_load_4d(sq + c * BM * 128 + 64 * 128, &map_q, q_full1, c * 64, h, q0 + 64, b);
+                    } else {
+                        cml__mbar_arrive(q_full1);
+                    }
+                }
+            }
+            for (int j = 0; j < STAGES && j < n_tiles; j++) {
+                cml__mbar_arrive_expect_tx(&v_full[j], sm::kv_bytes);
+                cml__att90_load<D>(sv + j * sm::kv_bytes, &map_v, &v_full[j], j * BN, hk, b, BN);
+            }
+        }
     }
     __syncthreads();
 
@@ -299,11 +345,13 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
     if (wg == 0) {
         cml__regs_dealloc<CML_ATT90_PRODUCER_REGS>();
         if (threadIdx.x == 0 && n_tiles > 0) {
-            cml__tma_prefetch_map(&map_k);
-            cml__tma_prefetch_map(&map_v);
-            cml__mbar_arrive_expect_tx(q_full, sm::q_bytes);
-            cml__att90_load<D>(sq, &map_q, q_full, q0, h, b, BM);
-            for (int j = 0; j < n_tiles; j++) {
+            if (!PRO) {
+                cml__tma_prefetch_map(&map_k);
+                cml__tma_prefetch_map(&map_v);
+                cml__mbar_arrive_expect_tx(q_full, sm::q_bytes);
+                cml__att90_load<D>(sq, &map_q, q_full, q0, h, b, BM);
+            }
+            for (int j = PRO ? STAGES : 0; j < n_tiles; j++) {
                 const int s = j % STAGES, round = j / STAGES;
                 if (round > 0) cml__mbar_wait(&k_empty[s], (round - 1) & 1); /* tile j - STAGES's S is done */
                 cml__mbar_arrive_expect_tx(&k_full[s], sm::kv_bytes);
@@ -341,7 +389,7 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
         const int mask_from = min(first_masked, diag);
 
         if (n_tiles > 0) {
-            cml__mbar_wait(q_full, 0);
+            cml__mbar_wait(PRO && consumer == 1 ? q_full1 : q_full, 0); /* PRO: this consumer's Q half */
             if (!INTRA) {
                 for (int j = 0; j < n_tiles; j++) {
                     const int s = j % STAGES, parity = (j / STAGES) & 1;

@@ -30,6 +30,11 @@ long long cml__attention_fwd_sm90_qshift_runs(void);
  * and S_q < 2048 by default; CML_ATT_FWD_QSHIFT=0 / 1 in the environment, read once: never / wherever
  * S_q % 64 == 0 and S_q % 192 != 0); 0: the unshifted kernel. Tests predict the QSHIFT launches with it. */
 int cml__attention_fwd_sm90_q_shift(const cml_attention_desc *desc);
+/* Launches of the D = 256 kernel with the PRO prologue (Q in per-consumer halves; tests). */
+long long cml__attention_fwd_sm90_d256pro_runs(void);
+/* Whether the sm90 forward runs a D = 256 problem it takes with the PRO prologue (causal with S_kv <= 512 by
+ * default; CML_ATT_FWD_D256PRO=0 / 1 in the environment, read once: never / every D = 256 problem). */
+bool cml__attention_fwd_sm90_d256pro(const cml_attention_desc *desc);
 
 /* Whether the wgmma/TMA backward (attention_bwd_sm90.cu) takes a problem: an sm_90 device,
  * f16/bf16, D = 64, 128 or 256, fixed lengths, finite scale, the forward's TMA rules for Q, K, V,
