@@ -140,6 +140,11 @@ unsigned long long cml__norm_bwd_defer_launches(void);
  * process-wide; and how many launches so far ran a kernel of mode 1 or 2 (0 for other modes). */
 void cml__norm_fwd_v2_force(int mode);
 unsigned long long cml__norm_fwd_v2_launches(int mode);
+/* For tests: programmatic dependent launch of the memory-bound kernels (common/launch.cuh, CML_PDL)
+ * forced on (1), off (0) or back to the environment's setting (-1), process-wide; and how many
+ * launches so far went out with the PDL attribute (sm_90+ devices only). */
+void cml__pdl_force(int mode);
+unsigned long long cml__pdl_launches(void);
 /* The grouped form of the sm90 path: every problem in one persistent launch. */
 bool cml__gemm_sm90_grouped_takes(const cml_ctx *ctx, const cml_gemm_desc *descs, int64_t count, void *const *D,
                                   const void *const *A, const void *const *B, const void *const *C);

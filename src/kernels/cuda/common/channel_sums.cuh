@@ -15,6 +15,7 @@
 
 #include "kernels/cuda/common/block_reduce.cuh"
 #include "kernels/cuda/common/check.cuh"
+#include "kernels/cuda/common/launch.cuh"
 
 #define CML__CS_THREADS 256
 #define CML__CS_NCHW_PER_BLOCK 8192 /* elements of one channel per block (NCHW) */
@@ -55,6 +56,7 @@ template <int DT>
 static __global__ void __launch_bounds__(CML__CS_THREADS)
     channel_sums_partial_kernel(float2 *part, const void *a, const float *ca, const void *b, const float *cb,
                                 cml__channel_sums_shape sh) {
+    cml__pdl_entry();
     const long long M = sh.N * sh.HW;
     float2 acc = make_float2(0.0f, 0.0f);
     if (!sh.cl) {
@@ -99,7 +101,7 @@ static cml_status cml__channel_sums_launch(cml_ctx *ctx, const char *fn, float2 
                                            const void *b, const float *cb, const cml__channel_sums_shape *sh) {
     const unsigned grid = cml__channel_sums_blocks(sh);
     const dim3 block = sh->cl ? dim3(32, 8) : dim3(CML__CS_THREADS);
-    channel_sums_partial_kernel<DT><<<grid, block, 0, cml__stream(ctx)>>>(part, a, ca, b, cb, *sh);
+    cml__launch(channel_sums_partial_kernel<DT>, grid, block, 0, cml__stream(ctx), part, a, ca, b, cb, *sh);
     return cml__cuda_check_launch(fn, "channel_sums_partial_kernel", cml_dtype_name((cml_dtype)DT),
                                   sh->N * sh->C * sh->HW, grid, CML__CS_THREADS);
 }

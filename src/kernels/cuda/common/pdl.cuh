@@ -28,6 +28,15 @@ static __device__ __forceinline__ void cml__pdl_launch_dependents(void) {
 #endif
 }
 
+/* The entry of every kernel that cml__launch (launch.cuh) may launch with PDL: lets the grid after
+ * this one be scheduled, then waits for the grid before this one to complete. The first statement of
+ * the kernel body: no global memory access (load, store, atomic; user buffers or workspace) may come
+ * before it. After a plain launch it costs nothing and changes nothing. */
+static __device__ __forceinline__ void cml__pdl_entry(void) {
+    cml__pdl_launch_dependents();
+    cml__pdl_wait();
+}
+
 /* The configuration of a programmatic dependent launch on st, for cudaLaunchKernelEx; attr is
  * the caller's, alive until the launch. */
 static inline cudaLaunchConfig_t cml__pdl_config(dim3 grid, dim3 block, cudaStream_t st, cudaLaunchAttribute *attr) {

@@ -13,6 +13,7 @@
 #include "kernels/cuda/common/check.cuh"
 #include "kernels/cuda/common/dtype.cuh"
 #include "kernels/cuda/common/strided.cuh"
+#include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
 extern "C" {
@@ -26,6 +27,7 @@ extern "C" {
 /* y = x converted from dtype XT to YT, n dense elements (8 per thread per step). */
 template <int YT, int XT>
 static __global__ void convert_dense_kernel(void *y, const void *x, long long n) {
+    cml__pdl_entry();
     typedef typename cml__elem<YT>::type TY;
     typedef typename cml__elem<XT>::type TX;
     const long long nvec = n / CML__VEC;
@@ -42,6 +44,7 @@ static __global__ void convert_dense_kernel(void *y, const void *x, long long n)
 
 static __global__ void convert_strided_kernel(const __grid_constant__ cml__ew_geom g, void *y, int y_dt,
                                               const void *x, int x_dt) {
+    cml__pdl_entry();
     const long long step = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < g.numel; i += step) {
         long long off[2];
@@ -53,6 +56,7 @@ static __global__ void convert_strided_kernel(const __grid_constant__ cml__ew_ge
 /* Raw elements of sizeof(T) bytes, any layout (same-dtype copies that are not dense). */
 template <typename T>
 static __global__ void copy_strided_kernel(const __grid_constant__ cml__ew_geom g, T *y, const T *x) {
+    cml__pdl_entry();
     const long long step = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < g.numel; i += step) {
         long long off[2];
@@ -65,6 +69,7 @@ static __global__ void copy_strided_kernel(const __grid_constant__ cml__ew_geom 
  * (value repeated), then the remaining elements one per thread. */
 template <typename T>
 static __global__ void fill_dense_kernel(T *y, long long n, uint4 pattern, T value) {
+    cml__pdl_entry();
     constexpr int per_vec = 16 / (int)sizeof(T);
     const long long nvec = n / per_vec;
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -76,6 +81,7 @@ static __global__ void fill_dense_kernel(T *y, long long n, uint4 pattern, T val
 
 template <typename T>
 static __global__ void fill_strided_kernel(const __grid_constant__ cml__ew_geom g, T *y, T value) {
+    cml__pdl_entry();
     const long long step = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < g.numel; i += step) {
         long long off[1];
@@ -90,7 +96,7 @@ template <int YT, int XT>
 static cml_status convert_dense_launch(cml_ctx *ctx, void *y, const void *x, long long n) {
     const long long nvec = n / CML__VEC;
     const unsigned grid = cml__grid_size(ctx, nvec > 0 ? nvec : 1, BLOCK);
-    convert_dense_kernel<YT, XT><<<grid, BLOCK, 0, cml__stream(ctx)>>>(y, x, n);
+    cml__launch(convert_dense_kernel<YT, XT>, grid, BLOCK, 0, cml__stream(ctx), y, x, n);
     char dts[32];
     snprintf(dts, sizeof dts, "%s,%s", cml_dtype_name((cml_dtype)YT), cml_dtype_name((cml_dtype)XT));
     return cml__cuda_check_launch("cml_copy", "convert_dense_kernel", dts, n, grid, BLOCK);
@@ -108,7 +114,7 @@ static cml_status convert_dense_dispatch(cml_ctx *ctx, void *y, const void *x, c
 static cml_status convert_strided_launch(cml_ctx *ctx, const cml__ew_geom *g, void *y, cml_dtype y_dt,
                                          const void *x, cml_dtype x_dt) {
     const unsigned grid = cml__grid_size(ctx, g->numel, BLOCK);
-    convert_strided_kernel<<<grid, BLOCK, 0, cml__stream(ctx)>>>(*g, y, (int)y_dt, x, (int)x_dt);
+    cml__launch(convert_strided_kernel, grid, BLOCK, 0, cml__stream(ctx), *g, y, (int)y_dt, x, (int)x_dt);
     char dts[32];
     snprintf(dts, sizeof dts, "%s,%s", cml_dtype_name(y_dt), cml_dtype_name(x_dt));
     return cml__cuda_check_launch("cml_copy", "convert_strided_kernel", dts, g->numel, grid, BLOCK);
@@ -117,7 +123,7 @@ static cml_status convert_strided_launch(cml_ctx *ctx, const cml__ew_geom *g, vo
 template <typename T>
 static cml_status copy_strided_launch(cml_ctx *ctx, const cml__ew_geom *g, void *y, const void *x, cml_dtype dt) {
     const unsigned grid = cml__grid_size(ctx, g->numel, BLOCK);
-    copy_strided_kernel<T><<<grid, BLOCK, 0, cml__stream(ctx)>>>(*g, (T *)y, (const T *)x);
+    cml__launch(copy_strided_kernel<T>, grid, BLOCK, 0, cml__stream(ctx), *g, (T *)y, (const T *)x);
     return cml__cuda_check_launch("cml_copy", "copy_strided_kernel", cml_dtype_name(dt), g->numel, grid, BLOCK);
 }
 
@@ -133,11 +139,11 @@ static cml_status fill_launch(cml_ctx *ctx, const cml__ew_geom *g, void *y, cons
         memcpy(&pattern, rep, sizeof pattern);
         const long long nvec = g->numel / (16 / (long long)sizeof(T));
         const unsigned grid = cml__grid_size(ctx, nvec > 0 ? nvec : 1, BLOCK);
-        fill_dense_kernel<T><<<grid, BLOCK, 0, cml__stream(ctx)>>>((T *)y, g->numel, pattern, value);
+        cml__launch(fill_dense_kernel<T>, grid, BLOCK, 0, cml__stream(ctx), (T *)y, g->numel, pattern, value);
         return cml__cuda_check_launch("cml_fill", "fill_dense_kernel", cml_dtype_name(dt), g->numel, grid, BLOCK);
     }
     const unsigned grid = cml__grid_size(ctx, g->numel, BLOCK);
-    fill_strided_kernel<T><<<grid, BLOCK, 0, cml__stream(ctx)>>>(*g, (T *)y, value);
+    cml__launch(fill_strided_kernel<T>, grid, BLOCK, 0, cml__stream(ctx), *g, (T *)y, value);
     return cml__cuda_check_launch("cml_fill", "fill_strided_kernel", cml_dtype_name(dt), g->numel, grid, BLOCK);
 }
 

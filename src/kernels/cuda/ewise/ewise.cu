@@ -17,6 +17,7 @@
 #include "kernels/cuda/common/check.cuh"
 #include "kernels/cuda/common/dtype.cuh"
 #include "kernels/cuda/common/strided.cuh"
+#include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
 #define BLOCK 256
@@ -118,6 +119,7 @@ static __device__ __forceinline__ void binary_vec(int op, float a[CML__VEC], con
  * then the last n % 8 elements, one per thread of the first threads. */
 template <int DT>
 static __global__ void unary_dense_kernel(int op, float p, void *y, const void *x, long long n) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     const long long nvec = n / CML__VEC;
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -134,6 +136,7 @@ static __global__ void unary_dense_kernel(int op, float p, void *y, const void *
 
 static __global__ void unary_strided_kernel(const __grid_constant__ cml__ew_geom g, int op, float p, void *y,
                                             int y_dt, const void *x, int x_dt) {
+    cml__pdl_entry();
     const long long step = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < g.numel; i += step) {
         long long off[2];
@@ -144,6 +147,7 @@ static __global__ void unary_strided_kernel(const __grid_constant__ cml__ew_geom
 
 template <int DT>
 static __global__ void binary_dense_kernel(int op, void *y, const void *a, const void *b, long long n) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     const long long nvec = n / CML__VEC;
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -163,6 +167,7 @@ static __global__ void binary_dense_kernel(int op, void *y, const void *a, const
 
 static __global__ void binary_strided_kernel(const __grid_constant__ cml__ew_geom g, int op, void *y, int y_dt,
                                              const void *a, int a_dt, const void *b, int b_dt) {
+    cml__pdl_entry();
     const long long step = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < g.numel; i += step) {
         long long off[3];
@@ -177,14 +182,14 @@ template <int DT>
 static cml_status unary_dense_launch(cml_ctx *ctx, int op, float p, void *y, const void *x, long long n) {
     const long long nvec = n / CML__VEC;
     const unsigned grid = cml__grid_size(ctx, nvec > 0 ? nvec : 1, BLOCK);
-    unary_dense_kernel<DT><<<grid, BLOCK, 0, cml__stream(ctx)>>>(op, p, y, x, n);
+    cml__launch(unary_dense_kernel<DT>, grid, BLOCK, 0, cml__stream(ctx), op, p, y, x, n);
     return cml__cuda_check_launch("cml_unary", "unary_dense_kernel", cml_dtype_name((cml_dtype)DT), n, grid, BLOCK);
 }
 
 static cml_status unary_strided_launch(cml_ctx *ctx, const cml__ew_geom *g, int op, float p, void *y,
                                        cml_dtype y_dt, const void *x, cml_dtype x_dt) {
     const unsigned grid = cml__grid_size(ctx, g->numel, BLOCK);
-    unary_strided_kernel<<<grid, BLOCK, 0, cml__stream(ctx)>>>(*g, op, p, y, (int)y_dt, x, (int)x_dt);
+    cml__launch(unary_strided_kernel, grid, BLOCK, 0, cml__stream(ctx), *g, op, p, y, (int)y_dt, x, (int)x_dt);
     char dts[32];
     snprintf(dts, sizeof dts, "%s,%s", cml_dtype_name(y_dt), cml_dtype_name(x_dt));
     return cml__cuda_check_launch("cml_unary", "unary_strided_kernel", dts, g->numel, grid, BLOCK);
@@ -194,14 +199,15 @@ template <int DT>
 static cml_status binary_dense_launch(cml_ctx *ctx, int op, void *y, const void *a, const void *b, long long n) {
     const long long nvec = n / CML__VEC;
     const unsigned grid = cml__grid_size(ctx, nvec > 0 ? nvec : 1, BLOCK);
-    binary_dense_kernel<DT><<<grid, BLOCK, 0, cml__stream(ctx)>>>(op, y, a, b, n);
+    cml__launch(binary_dense_kernel<DT>, grid, BLOCK, 0, cml__stream(ctx), op, y, a, b, n);
     return cml__cuda_check_launch("cml_binary", "binary_dense_kernel", cml_dtype_name((cml_dtype)DT), n, grid, BLOCK);
 }
 
 static cml_status binary_strided_launch(cml_ctx *ctx, const cml__ew_geom *g, int op, void *y, cml_dtype y_dt,
                                         const void *a, cml_dtype a_dt, const void *b, cml_dtype b_dt) {
     const unsigned grid = cml__grid_size(ctx, g->numel, BLOCK);
-    binary_strided_kernel<<<grid, BLOCK, 0, cml__stream(ctx)>>>(*g, op, y, (int)y_dt, a, (int)a_dt, b, (int)b_dt);
+    cml__launch(binary_strided_kernel, grid, BLOCK, 0, cml__stream(ctx), *g, op, y, (int)y_dt, a, (int)a_dt, b,
+                (int)b_dt);
     char dts[48];
     snprintf(dts, sizeof dts, "%s,%s,%s", cml_dtype_name(y_dt), cml_dtype_name(a_dt), cml_dtype_name(b_dt));
     return cml__cuda_check_launch("cml_binary", "binary_strided_kernel", dts, g->numel, grid, BLOCK);

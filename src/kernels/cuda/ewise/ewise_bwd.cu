@@ -10,6 +10,7 @@
 #include "kernels/cuda/common/check.cuh"
 #include "kernels/cuda/common/dtype.cuh"
 #include "kernels/cuda/common/strided.cuh"
+#include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
 #define BLOCK 256
@@ -66,6 +67,7 @@ static __device__ __forceinline__ float unary_bwd_op(int op, float p, float dy, 
 
 static __global__ void unary_bwd_kernel(int op, float p, void *dx, const void *dy, const void *x, const void *y,
                                         int dt, long long n) {
+    cml__pdl_entry();
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
         cml__store_f32(dx, dt, i, unary_bwd_op(op, p, cml__load_f32(dy, dt, i), x, y, dt, i));
 }
@@ -77,7 +79,7 @@ extern "C" cml_status cml__unary_bwd_cuda(cml_ctx *ctx, cml_unary_op op, float p
     if (n == 0) return CML_OK;
     CML_TRY(cml__cuda_activate(ctx));
     const unsigned grid = cml__grid_size(ctx, n, BLOCK);
-    unary_bwd_kernel<<<grid, BLOCK, 0, cml__stream(ctx)>>>((int)op, param, dx, dy, x, y, (int)dtype, n);
+    cml__launch(unary_bwd_kernel, grid, BLOCK, 0, cml__stream(ctx), (int)op, param, dx, dy, x, y, (int)dtype, n);
     return cml__cuda_check_launch(fn, "unary_bwd_kernel", cml_dtype_name(dtype), n, grid, BLOCK);
 }
 
@@ -85,6 +87,7 @@ template <int ES> struct bytes_of { unsigned char b[ES]; };
 
 template <int ES>
 static __global__ void where_kernel(cml__ew_geom g, void *y, const uint8_t *cond, const void *a, const void *b) {
+    cml__pdl_entry();
     typedef bytes_of<ES> E;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < g.numel;
          i += (long long)gridDim.x * blockDim.x) {
@@ -106,10 +109,10 @@ extern "C" cml_status cml__where_fwd_cuda(cml_ctx *ctx, void *y, const cml_layou
     const unsigned grid = cml__grid_size(ctx, g.numel, BLOCK);
     cudaStream_t s = cml__stream(ctx);
     switch (cml_dtype_size(dtype)) {
-    case 1: where_kernel<1><<<grid, BLOCK, 0, s>>>(g, y, cond, a, b); break;
-    case 2: where_kernel<2><<<grid, BLOCK, 0, s>>>(g, y, cond, a, b); break;
-    case 4: where_kernel<4><<<grid, BLOCK, 0, s>>>(g, y, cond, a, b); break;
-    default: where_kernel<8><<<grid, BLOCK, 0, s>>>(g, y, cond, a, b); break;
+    case 1: cml__launch(where_kernel<1>, grid, BLOCK, 0, s, g, y, cond, a, b); break;
+    case 2: cml__launch(where_kernel<2>, grid, BLOCK, 0, s, g, y, cond, a, b); break;
+    case 4: cml__launch(where_kernel<4>, grid, BLOCK, 0, s, g, y, cond, a, b); break;
+    default: cml__launch(where_kernel<8>, grid, BLOCK, 0, s, g, y, cond, a, b); break;
     }
     return cml__cuda_check_launch(fn, "where_kernel", cml_dtype_name(dtype), g.numel, grid, BLOCK);
 }

@@ -25,6 +25,7 @@
 
 #include "kernels/cuda/common/check.cuh"
 #include "kernels/cuda/common/dtype.cuh"
+#include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "runtime/cuda_index_check.h"
 
@@ -42,6 +43,7 @@ template <int ES>
 static __global__ void index_select_fwd_kernel(void *y, const void *x, const int64_t *idx, long long outer,
                                                long long n_src, long long n_idx, long long inner,
                                                cml__index_flag bad) {
+    cml__pdl_entry();
     typedef bytes_of<ES> E;
     const long long total = outer * n_idx * inner;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total;
@@ -68,6 +70,7 @@ static __device__ __forceinline__ float round_dt(float v, int dt) {
 static __global__ void index_select_bwd_kernel(void *dx, const void *dy, const int64_t *idx, int dt, long long outer,
                                                long long n_src, long long n_idx, long long inner,
                                                cml__index_flag bad) {
+    cml__pdl_entry();
     const long long total = outer * n_src * inner;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total;
          e += (long long)gridDim.x * blockDim.x) {
@@ -98,6 +101,7 @@ static __global__ void index_select_bwd_kernel(void *dx, const void *dy, const i
 static __global__ void __launch_bounds__(SORT_THREADS)
     index_sort_kernel(const int64_t *idx, long long n_idx, long long n_src, int bits, unsigned *keys_a,
                       unsigned *vals_a, unsigned *keys_b, unsigned *vals_b, cml__index_flag bad) {
+    cml__pdl_entry();
     __shared__ unsigned hist[RADIX_BUCKETS * SORT_THREADS]; /* (digit, thread), digit-major */
     __shared__ unsigned warp_total[SORT_THREADS / 32];
     const int t = threadIdx.x, lane = t % 32, w = t / 32;
@@ -156,6 +160,7 @@ static __global__ void __launch_bounds__(SORT_THREADS)
 static __global__ void index_select_bwd_runs_kernel(void *dx, const void *dy, const unsigned *keys,
                                                     const unsigned *vals, int dt, long long outer, long long n_src,
                                                     long long n_idx, long long inner) {
+    cml__pdl_entry();
     const long long pos = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (pos >= n_idx) return;
@@ -186,6 +191,7 @@ static __global__ void index_select_bwd_runs_kernel(void *dx, const void *dy, co
 template <int ES>
 static __global__ void gather_fwd_kernel(void *y, const void *x, const int64_t *idx, long long outer, long long n_src,
                                          long long n_idx, long long inner, cml__index_flag bad) {
+    cml__pdl_entry();
     typedef bytes_of<ES> E;
     const long long total = outer * n_idx * inner;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total;
@@ -203,6 +209,7 @@ static __global__ void gather_fwd_kernel(void *y, const void *x, const int64_t *
 /* One thread per (o, i) column: dx[o, idx[o,j,i], i] += dy[o,j,i] for j in increasing order. */
 static __global__ void gather_bwd_kernel(void *dx, const void *dy, const int64_t *idx, int dt, long long outer,
                                          long long n_src, long long n_idx, long long inner, cml__index_flag bad) {
+    cml__pdl_entry();
     const long long total = outer * inner;
     for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < total;
          c += (long long)gridDim.x * blockDim.x) {
@@ -242,12 +249,13 @@ static cml_status index_select_bwd_sorted(cml_ctx *ctx, const char *fn, void *dx
     while (bits < 32 && (1ull << bits) <= (unsigned long long)n_src) bits++;
     const int passes = (bits + RADIX_BITS - 1) / RADIX_BITS;
     cudaStream_t s = cml__stream(ctx);
-    index_sort_kernel<<<1, SORT_THREADS, 0, s>>>(idx, n_idx, n_src, bits, ka, va, kb, vb, bad);
+    cml__launch(index_sort_kernel, 1, SORT_THREADS, 0, s, idx, n_idx, n_src, bits, ka, va, kb, vb, bad);
     CML_TRY(cml__cuda_check_launch(fn, "index_sort_kernel", "i64", n_idx, 1, SORT_THREADS));
     const unsigned *keys = passes % 2 ? kb : ka, *vals = passes % 2 ? vb : va;
     const long long warps = BLOCK / 32, pairs = outer * ((inner + RUN_COLS - 1) / RUN_COLS);
     const dim3 grid((unsigned)((n_idx + warps - 1) / warps), (unsigned)(pairs < 65535 ? pairs : 65535));
-    index_select_bwd_runs_kernel<<<grid, BLOCK, 0, s>>>(dx, dy, keys, vals, (int)dtype, outer, n_src, n_idx, inner);
+    cml__launch(index_select_bwd_runs_kernel, grid, BLOCK, 0, s, dx, dy, keys, vals, (int)dtype, outer, n_src, n_idx,
+                inner);
     CML_TRY(cml__cuda_check_launch(fn, "index_select_bwd_runs_kernel", cml_dtype_name(dtype), n_idx * inner,
                                    grid.x * grid.y, BLOCK));
     return cml__index_check_end(ctx, fn);
@@ -271,15 +279,18 @@ static cml_status index_cuda(cml_ctx *ctx, const char *fn, bool gather, bool bac
         work = gather ? outer * inner : outer * n_src * inner;
         grid = cml__grid_size(ctx, work, BLOCK);
         kernel = gather ? "gather_bwd_kernel" : "index_select_bwd_kernel";
-        if (gather) gather_bwd_kernel<<<grid, BLOCK, 0, s>>>(out, in, idx, (int)dtype, outer, n_src, n_idx, inner, bad);
-        else index_select_bwd_kernel<<<grid, BLOCK, 0, s>>>(out, in, idx, (int)dtype, outer, n_src, n_idx, inner, bad);
+        if (gather) cml__launch(gather_bwd_kernel, grid, BLOCK, 0, s, out, in, idx, (int)dtype, outer, n_src, n_idx,
+                                inner, bad);
+        else cml__launch(index_select_bwd_kernel, grid, BLOCK, 0, s, out, in, idx, (int)dtype, outer, n_src, n_idx,
+                         inner, bad);
     } else {
         work = outer * n_idx * inner;
         grid = cml__grid_size(ctx, work, BLOCK);
         kernel = gather ? "gather_fwd_kernel" : "index_select_fwd_kernel";
 #define FWD(ES)                                                                                                   \
-    (gather ? gather_fwd_kernel<ES><<<grid, BLOCK, 0, s>>>(out, in, idx, outer, n_src, n_idx, inner, bad)          \
-            : index_select_fwd_kernel<ES><<<grid, BLOCK, 0, s>>>(out, in, idx, outer, n_src, n_idx, inner, bad))
+    (gather ? cml__launch(gather_fwd_kernel<ES>, grid, BLOCK, 0, s, out, in, idx, outer, n_src, n_idx, inner, bad) \
+            : cml__launch(index_select_fwd_kernel<ES>, grid, BLOCK, 0, s, out, in, idx, outer, n_src, n_idx, inner, \
+                          bad))
         switch (cml_dtype_size(dtype)) {
         case 1: FWD(1); break;
         case 2: FWD(2); break;

@@ -5,12 +5,14 @@
  *   k1 = gamma rstd,  k0 = -k1 sum(dy) / M,  k3 = k1 rstd dgamma / M   (M = N HW),
  * and the elementwise pass writes dx = k1 dy + k0 - k3 (x - mean). */
 #include "kernels/cuda/norm/batchnorm_common.cuh"
+#include "kernels/cuda/common/launch.cuh"
 
 static const char FN[] = "cml_batchnorm_bwd";
 
 static __global__ void bn_bwd_coef_kernel(float *coef, float *dgamma, float *dbeta, const float2 *part, int splits,
                                           const float *gamma, const float *save_mean, const float *save_rstd,
                                           long long C, double M) {
+    cml__pdl_entry();
     const long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     const double2 s = cml__channel_sums_total(part, splits, C, c); /* sum dy, sum dy (x - mean) */
@@ -34,8 +36,8 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, float *dgamma, float *dbeta
     CML_TRY(bn_workspace(ctx, C, sh.splits, 1, &coef, &part));
     CML_TRY(cml__channel_sums_launch<DT>(ctx, FN, part, dy, NULL, x, save_mean, &sh));
     const unsigned cgrid = (unsigned)((C + BN_BLOCK - 1) / BN_BLOCK);
-    bn_bwd_coef_kernel<<<cgrid, BN_BLOCK, 0, cml__stream(ctx)>>>(coef, dgamma, dbeta, part, sh.splits, gamma,
-                                                                 save_mean, save_rstd, C, (double)N * (double)HW);
+    cml__launch(bn_bwd_coef_kernel, cgrid, BN_BLOCK, 0, cml__stream(ctx), coef, dgamma, dbeta, part, sh.splits, gamma,
+                save_mean, save_rstd, C, (double)N * (double)HW);
     CML_TRY(cml__cuda_check_launch(FN, "bn_bwd_coef_kernel", "f32", C, cgrid, BN_BLOCK));
     return bn_apply_launch<DT>(ctx, FN, dx, dy, x, coef, N, C, HW, cl);
 }

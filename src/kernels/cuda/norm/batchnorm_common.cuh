@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/common/channel_sums.cuh"
 #include "kernels/cuda/common/dtype.cuh"
+#include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
 #define BN_BLOCK 256
@@ -16,6 +17,7 @@
 template <int DT>
 static __global__ void bn_apply_kernel(void *out, const void *a, const void *b, const float *coef, long long n,
                                        long long C, long long HW, bool cl) {
+    cml__pdl_entry();
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (long long)gridDim.x * blockDim.x) {
         const long long c = cl ? e - cml__div(e, C) * C : cml__div(e, HW) - cml__div(e, C * HW) * C;
         const float m = coef[c], k1 = coef[C + c], k0 = coef[2 * C + c];
@@ -32,7 +34,7 @@ static cml_status bn_apply_launch(cml_ctx *ctx, const char *fn, void *out, const
                                   const float *coef, long long N, long long C, long long HW, bool cl) {
     const long long n = N * C * HW;
     const unsigned grid = cml__grid_size(ctx, n, BN_BLOCK);
-    bn_apply_kernel<DT><<<grid, BN_BLOCK, 0, cml__stream(ctx)>>>(out, a, b, coef, n, C, HW, cl);
+    cml__launch(bn_apply_kernel<DT>, grid, BN_BLOCK, 0, cml__stream(ctx), out, a, b, coef, n, C, HW, cl);
     return cml__cuda_check_launch(fn, "bn_apply_kernel", cml_dtype_name((cml_dtype)DT), n, grid, BN_BLOCK);
 }
 

@@ -9,11 +9,13 @@
 #include <math.h>
 
 #include "kernels/cuda/norm/batchnorm_common.cuh"
+#include "kernels/cuda/common/launch.cuh"
 
 static const char FN[] = "cml_batchnorm_fwd";
 
 /* coef's m = the channel means (f32), the centre of the variance pass. */
 static __global__ void bn_mean_kernel(float *coef, const float2 *part, int splits, long long C, double M) {
+    cml__pdl_entry();
     const long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (c < C) coef[c] = (float)(cml__channel_sums_total(part, splits, C, c).x / M);
 }
@@ -24,6 +26,7 @@ static __global__ void bn_stats_kernel(float *coef, float *save_mean, float *sav
                                        float *running_var, const float2 *part_mean, const float2 *part_var, int splits,
                                        const float *gamma, const float *beta, long long C, double M, bool training,
                                        float momentum, float eps) {
+    cml__pdl_entry();
     const long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     double mean, var;
@@ -61,12 +64,12 @@ static cml_status fwd_launch(cml_ctx *ctx, void *y, float *save_mean, float *sav
     const double M = (double)N * (double)HW;
     if (training) {
         CML_TRY(cml__channel_sums_launch<DT>(ctx, FN, part, x, NULL, NULL, NULL, &sh));
-        bn_mean_kernel<<<cgrid, BN_BLOCK, 0, st>>>(coef, part, sh.splits, C, M);
+        cml__launch(bn_mean_kernel, cgrid, BN_BLOCK, 0, st, coef, part, sh.splits, C, M);
         CML_TRY(cml__cuda_check_launch(FN, "bn_mean_kernel", "f32", C, cgrid, BN_BLOCK));
         CML_TRY(cml__channel_sums_launch<DT>(ctx, FN, part_var, x, coef, x, coef, &sh));
     }
-    bn_stats_kernel<<<cgrid, BN_BLOCK, 0, st>>>(coef, save_mean, save_rstd, running_mean, running_var, part, part_var,
-                                               sh.splits, gamma, beta, C, M, training, momentum, eps);
+    cml__launch(bn_stats_kernel, cgrid, BN_BLOCK, 0, st, coef, save_mean, save_rstd, running_mean, running_var, part,
+                part_var, sh.splits, gamma, beta, C, M, training, momentum, eps);
     CML_TRY(cml__cuda_check_launch(FN, "bn_stats_kernel", "f32", C, cgrid, BN_BLOCK));
     return bn_apply_launch<DT>(ctx, FN, y, x, NULL, coef, N, C, HW, cl);
 }

@@ -31,6 +31,7 @@
 #include "kernels/cuda/common/check.cuh"
 #include "kernels/cuda/common/row_sync.cuh"
 #include "kernels/cuda/common/rows.cuh"
+#include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/norm/norm_bwd_cluster.cuh"
 #include "kernels/cuda/norm/norm_bwd_long.cuh"
@@ -52,6 +53,7 @@ template <int DT, bool VEC, int GT>
 static __global__ void __launch_bounds__(VEC ? 1024 : 512)
     ln_bwd_rows_kernel(void *dx, float *part, const void *dy, const void *x, const void *gamma, const float *mean,
                        const float *rstd, long long rows, int C) {
+    cml__pdl_wait(); /* PDL: first (the trigger stays after the loads, below) */
     typedef typename cml__elem<DT>::type T;
     __shared__ float2 red[2][32];
     __shared__ float combine[COMBINE_FLOATS];
@@ -140,6 +142,7 @@ template <int DT>
 static __global__ void __launch_bounds__(THREADS)
     ln_bwd_stats_kernel(float2 *partial, const void *dy, const void *x, const void *gamma, const float *mean,
                         const float *rstd, long long row0, long long C, int splits) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     __shared__ float2 scratch[32];
     const long long b = blockIdx.x, row = row0 + b / splits;
@@ -166,6 +169,7 @@ template <int DT>
 static __global__ void __launch_bounds__(THREADS)
     ln_bwd_apply_kernel(void *dx, const void *dy, const void *x, const void *gamma, const float *mean,
                         const float *rstd, const float2 *partial, long long row0, long long C, int splits) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     __shared__ float stat[2];
     const long long b = blockIdx.x, row = row0 + b / splits;
@@ -196,6 +200,7 @@ template <int DT>
 static __global__ void __launch_bounds__(256)
     ln_bwd_cols_kernel(float *part, const void *dy, const void *x, const float *mean, const float *rstd,
                        long long rows, long long C, long long rchunk) {
+    cml__pdl_entry();
     __shared__ float sm[2][8][32];
     const long long c = (long long)blockIdx.x * 32 + threadIdx.x;
     const long long lo = (long long)blockIdx.y * rchunk, hi = lo + rchunk < rows ? lo + rchunk : rows;
@@ -258,7 +263,8 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, void *dbeta, 
     if (vec && nbl_mode() != 2 && nbr_geometry<DT, true>(rows, C, sms, &G, &R, &nb)) { /* norm_bwd_rows.cuh */
         void *part = NULL;
         if (want) CML_TRY(cml_ctx_workspace(ctx, &part, (size_t)nb * 2 * (size_t)C * sizeof(float)));
-        nbr_pick<DT, true>(G)<<<nb, dim3(G, R), 0, st>>>(dx, (float *)part, dy, x, gamma, mean, rstd, rows, (int)C);
+        cml__launch(nbr_pick<DT, true>(G), nb, dim3(G, R), 0, st, dx, (float *)part, dy, x, gamma, mean, rstd, rows,
+                    (int)C);
         CML_TRY(launched("nbr_kernel", (cml_dtype)DT, rows * C, (unsigned)nb, (unsigned)(G * R)));
         return want ? partial_sum_launch<DT>(ctx, dgamma, dbeta, (float *)part, nb, C) : CML_OK;
     }
@@ -297,7 +303,8 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, void *dbeta, 
         const int nb = (int)(row_blocks < resident ? row_blocks : resident);
         void *part = NULL;
         if (want) CML_TRY(cml_ctx_workspace(ctx, &part, (size_t)nb * 2 * (size_t)C * sizeof(float)));
-        rows_pick<DT>(vec, G)<<<nb, dim3(G, R), 0, st>>>(dx, (float *)part, dy, x, gamma, mean, rstd, rows, (int)C);
+        cml__launch(rows_pick<DT>(vec, G), nb, dim3(G, R), 0, st, dx, (float *)part, dy, x, gamma, mean, rstd, rows,
+                    (int)C);
         CML_TRY(launched("ln_bwd_rows_kernel", (cml_dtype)DT, rows * C, (unsigned)nb, (unsigned)threads));
         return want ? partial_sum_launch<DT>(ctx, dgamma, dbeta, (float *)part, nb, C) : CML_OK;
     }
@@ -320,16 +327,17 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, void *dbeta, 
     CML_TRY(cml_ctx_workspace(ctx, &ws, part_off + (want ? (size_t)rsplits * 2 * (size_t)C * sizeof(float) : 0)));
     float *part = (float *)((char *)ws + part_off);
     if (want) { /* first: dx may alias dy, so dy is read for these before dx is written */
-        ln_bwd_cols_kernel<DT><<<dim3((unsigned)tiles, (unsigned)rsplits), dim3(32, 8), 0, st>>>(part, dy, x, mean,
-                                                                                               rstd, rows, C, rchunk);
+        cml__launch(ln_bwd_cols_kernel<DT>, dim3((unsigned)tiles, (unsigned)rsplits), dim3(32, 8), 0, st, part, dy, x,
+                    mean, rstd, rows, C, rchunk);
         CML_TRY(launched("ln_bwd_cols_kernel", (cml_dtype)DT, rows * C, (unsigned)(tiles * rsplits), 256));
     }
     for (long long r0 = 0; r0 < rows; r0 += nbr) {
         const unsigned grid = (unsigned)((rows - r0 < nbr ? rows - r0 : nbr) * splits);
-        ln_bwd_stats_kernel<DT><<<grid, THREADS, 0, st>>>((float2 *)ws, dy, x, gamma, mean, rstd, r0, C, splits);
+        cml__launch(ln_bwd_stats_kernel<DT>, grid, THREADS, 0, st, (float2 *)ws, dy, x, gamma, mean, rstd, r0, C,
+                    splits);
         CML_TRY(launched("ln_bwd_stats_kernel", (cml_dtype)DT, rows * C, grid, THREADS));
-        ln_bwd_apply_kernel<DT><<<grid, THREADS, 0, st>>>(dx, dy, x, gamma, mean, rstd, (const float2 *)ws, r0, C,
-                                                          splits);
+        cml__launch(ln_bwd_apply_kernel<DT>, grid, THREADS, 0, st, dx, dy, x, gamma, mean, rstd, (const float2 *)ws, r0,
+                    C, splits);
         CML_TRY(launched("ln_bwd_apply_kernel", (cml_dtype)DT, rows * C, grid, THREADS));
     }
     return want ? partial_sum_launch<DT>(ctx, dgamma, dbeta, part, (int)rsplits, C) : CML_OK;

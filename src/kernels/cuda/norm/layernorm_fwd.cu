@@ -20,6 +20,7 @@
 #include "kernels/cuda/common/check.cuh"
 #include "kernels/cuda/common/row_sync.cuh"
 #include "kernels/cuda/common/rows.cuh"
+#include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/norm/norm_fwd_v2.cuh"
 
@@ -63,6 +64,7 @@ template <int DT, int KW, int MODE>
 static __global__ void __launch_bounds__(NFV2_THREADS(MODE), NFV2_MINB(MODE, 6, 0))
     ln_fwd_words_kernel(void *y, float *mean, float *rstd, const void *x, const void *gamma, const void *beta,
                         long long rows, int C, float eps) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V;
     __shared__ float red_a[32], red_b[32];
@@ -126,6 +128,7 @@ template <int DT, bool VEC>
 static __global__ void __launch_bounds__(VEC ? 1024 : 512)
     ln_fwd_rows_kernel(void *y, float *mean, float *rstd, const void *x, const void *gamma, const void *beta,
                        long long rows, int C, float eps) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     __shared__ float red_a[32], red_b[32];
     const int G = blockDim.x, t = threadIdx.x;
@@ -197,6 +200,7 @@ template <int DT, int MODE>
 static __global__ void __launch_bounds__(THREADS, MODE == 2 ? 4 : 3)
     ln_fwd_onepass_kernel(void *y, float *mean, float *rstd, const void *x, const void *gamma, const void *beta,
                           unsigned *sync, unsigned long long *states, long long C, int splits, float eps) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V, KW = ONEPASS_KW;
     constexpr long long CH = (long long)THREADS * KW * V;
@@ -268,6 +272,7 @@ static __global__ void __launch_bounds__(THREADS, MODE == 2 ? 4 : 3)
 template <int DT>
 static __global__ void __launch_bounds__(THREADS) ln_fwd_stats_kernel(wf *partial, const void *x, long long row0,
                                                                       long long C, int splits) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     __shared__ wf scratch[32];
     const long long b = blockIdx.x, row = row0 + b / splits;
@@ -301,6 +306,7 @@ template <int DT>
 static __global__ void __launch_bounds__(THREADS)
     ln_fwd_apply_kernel(void *y, float *mean, float *rstd, const void *x, const void *gamma, const void *beta,
                         const wf *partial, long long row0, long long C, int splits, float eps) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     __shared__ float stat[2];
     const long long b = blockIdx.x, row = row0 + b / splits;
@@ -346,17 +352,22 @@ static cml_status fwd_launch(cml_ctx *ctx, void *y, float *mean, float *rstd, co
         const unsigned grid = (unsigned)(b < (1ll << 30) ? b : (1ll << 30));
         const dim3 block(G, R);
         if (mode == 0) {
-            if (KW == 4) ln_fwd_words_kernel<DT, 4, 0><<<grid, block, 0, st>>>(y, mean, rstd, x, gamma, beta, rows, (int)C, eps);
-            else ln_fwd_words_kernel<DT, 8, 0><<<grid, block, 0, st>>>(y, mean, rstd, x, gamma, beta, rows, (int)C, eps);
+            if (KW == 4) cml__launch(ln_fwd_words_kernel<DT, 4, 0>, grid, block, 0, st, y, mean, rstd, x, gamma, beta,
+                                     rows, (int)C, eps);
+            else cml__launch(ln_fwd_words_kernel<DT, 8, 0>, grid, block, 0, st, y, mean, rstd, x, gamma, beta, rows,
+                             (int)C, eps);
         } else if constexpr (DT != CML_F32) { /* no f32 instantiations of the v2 kernels */
             const bool occ = KW == 4 && mode == 2 && G * R <= NFV2_OCC_THREADS;
             nfv2_count(occ ? 2 : 1);
             if (occ)
-                ln_fwd_words_kernel<DT, 4, 2><<<grid, block, 0, st>>>(y, mean, rstd, x, gamma, beta, rows, (int)C, eps);
+                cml__launch(ln_fwd_words_kernel<DT, 4, 2>, grid, block, 0, st, y, mean, rstd, x, gamma, beta, rows,
+                            (int)C, eps);
             else if (KW == 4)
-                ln_fwd_words_kernel<DT, 4, 1><<<grid, block, 0, st>>>(y, mean, rstd, x, gamma, beta, rows, (int)C, eps);
+                cml__launch(ln_fwd_words_kernel<DT, 4, 1>, grid, block, 0, st, y, mean, rstd, x, gamma, beta, rows,
+                            (int)C, eps);
             else
-                ln_fwd_words_kernel<DT, 8, 1><<<grid, block, 0, st>>>(y, mean, rstd, x, gamma, beta, rows, (int)C, eps);
+                cml__launch(ln_fwd_words_kernel<DT, 8, 1>, grid, block, 0, st, y, mean, rstd, x, gamma, beta, rows,
+                            (int)C, eps);
         }
         return cml__cuda_check_launch(FN, "ln_fwd_words_kernel", cml_dtype_name((cml_dtype)DT), rows * C, grid,
                                       (unsigned)(G * R));
@@ -366,7 +377,8 @@ static cml_status fwd_launch(cml_ctx *ctx, void *y, float *mean, float *rstd, co
         R = G >= 256 ? 1 : 256 / G;
         const long long b = (rows + R - 1) / R;
         const unsigned grid = (unsigned)(b < (1ll << 30) ? b : (1ll << 30));
-        ln_fwd_rows_kernel<DT, false><<<grid, dim3(G, R), 0, st>>>(y, mean, rstd, x, gamma, beta, rows, (int)C, eps);
+        cml__launch(ln_fwd_rows_kernel<DT, false>, grid, dim3(G, R), 0, st, y, mean, rstd, x, gamma, beta, rows, (int)C,
+                    eps);
         return cml__cuda_check_launch(FN, "ln_fwd_rows_kernel", cml_dtype_name((cml_dtype)DT), rows * C, grid,
                                       (unsigned)(G * R));
     }
@@ -384,16 +396,16 @@ static cml_status fwd_launch(cml_ctx *ctx, void *y, float *mean, float *rstd, co
         unsigned long long *slots = cml__row_sync_slots(ws, rows);
         /* the kernel whose residency cml__row_sync_fits checked (the ticket scheme needs it) */
         if (mode == 0) {
-            ln_fwd_onepass_kernel<DT, 0><<<grid, THREADS, 0, st>>>(y, mean, rstd, x, gamma, beta, sync, slots, C,
-                                                                   (int)osplits, eps);
+            cml__launch(ln_fwd_onepass_kernel<DT, 0>, grid, THREADS, 0, st, y, mean, rstd, x, gamma, beta, sync, slots,
+                        C, (int)osplits, eps);
         } else if constexpr (DT != CML_F32) {
             nfv2_count(mode);
             if (mode == 1)
-                ln_fwd_onepass_kernel<DT, 1><<<grid, THREADS, 0, st>>>(y, mean, rstd, x, gamma, beta, sync, slots, C,
-                                                                       (int)osplits, eps);
+                cml__launch(ln_fwd_onepass_kernel<DT, 1>, grid, THREADS, 0, st, y, mean, rstd, x, gamma, beta, sync,
+                            slots, C, (int)osplits, eps);
             else
-                ln_fwd_onepass_kernel<DT, 2><<<grid, THREADS, 0, st>>>(y, mean, rstd, x, gamma, beta, sync, slots, C,
-                                                                       (int)osplits, eps);
+                cml__launch(ln_fwd_onepass_kernel<DT, 2>, grid, THREADS, 0, st, y, mean, rstd, x, gamma, beta, sync,
+                            slots, C, (int)osplits, eps);
         }
         return cml__cuda_check_launch(FN, "ln_fwd_onepass_kernel", cml_dtype_name((cml_dtype)DT), rows * C, grid,
                                       THREADS);
@@ -406,11 +418,11 @@ static cml_status fwd_launch(cml_ctx *ctx, void *y, float *mean, float *rstd, co
     CML_TRY(cml_ctx_workspace(ctx, &ws, (size_t)(nb * splits) * sizeof(wf)));
     for (long long r0 = 0; r0 < rows; r0 += nb) {
         const unsigned grid = (unsigned)((rows - r0 < nb ? rows - r0 : nb) * splits);
-        ln_fwd_stats_kernel<DT><<<grid, THREADS, 0, st>>>((wf *)ws, x, r0, C, splits);
+        cml__launch(ln_fwd_stats_kernel<DT>, grid, THREADS, 0, st, (wf *)ws, x, r0, C, splits);
         CML_TRY(cml__cuda_check_launch(FN, "ln_fwd_stats_kernel", cml_dtype_name((cml_dtype)DT), rows * C, grid,
                                        THREADS));
-        ln_fwd_apply_kernel<DT><<<grid, THREADS, 0, st>>>(y, mean, rstd, x, gamma, beta, (const wf *)ws, r0, C, splits,
-                                                          eps);
+        cml__launch(ln_fwd_apply_kernel<DT>, grid, THREADS, 0, st, y, mean, rstd, x, gamma, beta, (const wf *)ws, r0, C,
+                    splits, eps);
         CML_TRY(cml__cuda_check_launch(FN, "ln_fwd_apply_kernel", cml_dtype_name((cml_dtype)DT), rows * C, grid,
                                        THREADS));
     }

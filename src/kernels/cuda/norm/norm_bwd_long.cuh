@@ -41,6 +41,7 @@
 
 #include "kernels/cuda/common/row_sync.cuh"
 #include "kernels/cuda/common/rows.cuh"
+#include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/norm/norm_bwd_partial.cuh"
 
 #define NBL_THREADS 256
@@ -111,6 +112,7 @@ static __global__ void __launch_bounds__(NBL_THREADS, 8 / KW)
     nbl_kernel(void *dx, float *part, const void *dy, const void *x, const void *gamma, const float *mean,
                const float *rstd, unsigned *sync, unsigned long long *states, long long rows, long long C, int splits,
                int groups) {
+    cml__pdl_wait(); /* PDL: first (the trigger stays after the loads, below) */
     typedef typename cml__elem<DT>::type T;
     constexpr int V = nbl_dims<DT, KW>::V, E = nbl_dims<DT, KW>::E, CH = nbl_dims<DT, KW>::CH, V4 = V / 4;
     static_assert(!DEFER || KW == 4, "the deferred schedule is built at KW 4 (at KW 2 it spilled)");
@@ -401,9 +403,8 @@ static inline void nbl_launch_kw(const nbl_plan &p, cudaStream_t st, void *dx, f
                                  const void *x, const void *gamma, const float *mean, const float *rstd, void *ws,
                                  long long rows, long long C) {
     const unsigned grid = (unsigned)p.groups * (unsigned)p.splits;
-    nbl_kernel<DT, LN, KW, DEFER><<<grid, NBL_THREADS, nbl_smem<DT, LN, KW, DEFER>(), st>>>(
-        dx, part, dy, x, gamma, mean, rstd, (unsigned *)ws, cml__row_sync_slots(ws, rows), rows, C, p.splits,
-        p.groups);
+    cml__launch(nbl_kernel<DT, LN, KW, DEFER>, grid, NBL_THREADS, nbl_smem<DT, LN, KW, DEFER>(), st, dx, part, dy, x,
+                gamma, mean, rstd, (unsigned *)ws, cml__row_sync_slots(ws, rows), rows, C, p.splits, p.groups);
 }
 
 template <int DT, bool LN>

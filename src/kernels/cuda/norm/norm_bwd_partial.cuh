@@ -45,7 +45,7 @@ template <int DT, int NOUT>
 static __global__ void __launch_bounds__(NBP_COLS * NBP_PHASES)
     nb_partial_sum_kernel(void *out0, void *out1, float *part, int nb, long long C, bool discard) {
     __shared__ float sm[NOUT][NBP_PHASES][NBP_COLS + 1];
-    cml__pdl_wait();
+    cml__pdl_entry(); /* launched with PDL by its own switch (CML_NORM_BWD_PDL, below), not cml__launch */
     const long long c = (long long)blockIdx.x * NBP_COLS + threadIdx.x;
     float a[NOUT];
 #pragma unroll

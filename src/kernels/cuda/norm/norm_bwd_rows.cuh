@@ -30,6 +30,7 @@
 #define CML_KERNELS_CUDA_NORM_NORM_BWD_ROWS_CUH
 
 #include "kernels/cuda/common/rows.cuh"
+#include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/norm/norm_bwd_partial.cuh"
 
 #define NBR_THREADS 1024
@@ -86,6 +87,7 @@ template <int DT, bool LN, int GT>
 static __global__ void __launch_bounds__(NBR_THREADS, 1)
     nbr_kernel(void *dx, float *part, const void *dy, const void *x, const void *gamma, const float *mean,
                const float *rstd, long long rows, int C) {
+    cml__pdl_wait(); /* PDL: first (the trigger stays after the loads, below) */
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V;
     __shared__ float2 red[2][NBR_THREADS / 32];

@@ -32,6 +32,7 @@
 #include "kernels/cuda/common/check.cuh"
 #include "kernels/cuda/common/row_sync.cuh"
 #include "kernels/cuda/common/rows.cuh"
+#include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/norm/norm_bwd_cluster.cuh"
 #include "kernels/cuda/norm/norm_bwd_long.cuh"
@@ -53,6 +54,7 @@ template <int DT, bool VEC, int GT>
 static __global__ void __launch_bounds__(VEC ? 1024 : 512)
     rms_bwd_rows_kernel(void *dx, float *part, const void *dy, const void *x, const void *gamma, const float *rstd,
                         long long rows, int C) {
+    cml__pdl_wait(); /* PDL: first (the trigger stays after the loads, below) */
     typedef typename cml__elem<DT>::type T;
     __shared__ float red[2][32];
     __shared__ float combine[COMBINE_FLOATS];
@@ -133,6 +135,7 @@ template <int DT>
 static __global__ void __launch_bounds__(THREADS)
     rms_bwd_stats_kernel(float *partial, const void *dy, const void *x, const void *gamma, const float *rstd,
                          long long row0, long long C, int splits) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     __shared__ float red[32];
     const long long b = blockIdx.x, row = row0 + b / splits;
@@ -157,6 +160,7 @@ template <int DT>
 static __global__ void __launch_bounds__(THREADS)
     rms_bwd_apply_kernel(void *dx, const void *dy, const void *x, const void *gamma, const float *rstd,
                          const float *partial, long long row0, long long C, int splits) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     __shared__ float stat;
     const long long b = blockIdx.x, row = row0 + b / splits;
@@ -183,6 +187,7 @@ template <int DT>
 static __global__ void __launch_bounds__(256)
     rms_bwd_cols_kernel(float *part, const void *dy, const void *x, const float *rstd, long long rows, long long C,
                         long long rchunk) {
+    cml__pdl_entry();
     __shared__ float sm[8][32];
     const long long c = (long long)blockIdx.x * 32 + threadIdx.x;
     const long long lo = (long long)blockIdx.y * rchunk, hi = lo + rchunk < rows ? lo + rchunk : rows;
@@ -228,7 +233,7 @@ static cml_status rows_launch(cml_ctx *ctx, void *dx, void *dgamma, const void *
     void *part = NULL;
     if (dgamma) CML_TRY(cml_ctx_workspace(ctx, &part, (size_t)nb * (size_t)C * sizeof(float)));
     cudaStream_t st = cml__stream(ctx);
-    rows_pick<DT>(vec, G)<<<nb, dim3(G, R), 0, st>>>(dx, (float *)part, dy, x, gamma, rstd, rows, (int)C);
+    cml__launch(rows_pick<DT>(vec, G), nb, dim3(G, R), 0, st, dx, (float *)part, dy, x, gamma, rstd, rows, (int)C);
     CML_TRY(launched("rms_bwd_rows_kernel", DT, rows * C, (unsigned)nb, (unsigned)threads));
     return dgamma ? partial_sum_launch<DT>(ctx, dgamma, (float *)part, nb, C) : CML_OK;
 }
@@ -244,7 +249,8 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, const void *d
     if (vec && nbl_mode() != 2 && nbr_geometry<DT, false>(rows, C, sms, &G, &R, &nb)) { /* norm_bwd_rows.cuh */
         void *part = NULL;
         if (dgamma) CML_TRY(cml_ctx_workspace(ctx, &part, (size_t)nb * (size_t)C * sizeof(float)));
-        nbr_pick<DT, false>(G)<<<nb, dim3(G, R), 0, st>>>(dx, (float *)part, dy, x, gamma, nullptr, rstd, rows, (int)C);
+        cml__launch(nbr_pick<DT, false>(G), nb, dim3(G, R), 0, st, dx, (float *)part, dy, x, gamma, nullptr, rstd, rows,
+                    (int)C);
         CML_TRY(launched("nbr_kernel", DT, rows * C, (unsigned)nb, (unsigned)(G * R)));
         return dgamma ? partial_sum_launch<DT>(ctx, dgamma, (float *)part, nb, C) : CML_OK;
     }
@@ -291,15 +297,16 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, const void *d
     CML_TRY(cml_ctx_workspace(ctx, &ws, part_off + (dgamma ? (size_t)rsplits * (size_t)C * sizeof(float) : 0)));
     float *part = (float *)((char *)ws + part_off);
     if (dgamma) { /* first: dx may alias dy, so dy is read for dgamma before dx is written */
-        rms_bwd_cols_kernel<DT><<<dim3((unsigned)tiles, (unsigned)rsplits), dim3(32, 8), 0, st>>>(part, dy, x, rstd, rows,
-                                                                                                C, rchunk);
+        cml__launch(rms_bwd_cols_kernel<DT>, dim3((unsigned)tiles, (unsigned)rsplits), dim3(32, 8), 0, st, part, dy, x,
+                    rstd, rows, C, rchunk);
         CML_TRY(launched("rms_bwd_cols_kernel", DT, rows * C, (unsigned)(tiles * rsplits), 256));
     }
     for (long long r0 = 0; r0 < rows; r0 += nbr) {
         const unsigned grid = (unsigned)((rows - r0 < nbr ? rows - r0 : nbr) * splits);
-        rms_bwd_stats_kernel<DT><<<grid, THREADS, 0, st>>>((float *)ws, dy, x, gamma, rstd, r0, C, splits);
+        cml__launch(rms_bwd_stats_kernel<DT>, grid, THREADS, 0, st, (float *)ws, dy, x, gamma, rstd, r0, C, splits);
         CML_TRY(launched("rms_bwd_stats_kernel", DT, rows * C, grid, THREADS));
-        rms_bwd_apply_kernel<DT><<<grid, THREADS, 0, st>>>(dx, dy, x, gamma, rstd, (const float *)ws, r0, C, splits);
+        cml__launch(rms_bwd_apply_kernel<DT>, grid, THREADS, 0, st, dx, dy, x, gamma, rstd, (const float *)ws, r0, C,
+                    splits);
         CML_TRY(launched("rms_bwd_apply_kernel", DT, rows * C, grid, THREADS));
     }
     return dgamma ? partial_sum_launch<DT>(ctx, dgamma, part, (int)rsplits, C) : CML_OK;

@@ -20,6 +20,7 @@
 #include "kernels/cuda/common/check.cuh"
 #include "kernels/cuda/common/row_sync.cuh"
 #include "kernels/cuda/common/rows.cuh"
+#include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/norm/norm_fwd_v2.cuh"
 
@@ -70,6 +71,7 @@ template <int DT, int KW> static __device__ __forceinline__ float words_sumsq(co
 template <int DT, int KW, int MODE>
 static __global__ void __launch_bounds__(NFV2_THREADS(MODE), NFV2_MINB(MODE, 5, 1))
     rms_fwd_words_kernel(void *y, float *rstd, const void *x, const void *gamma, long long rows, int C, float eps) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V;
     __shared__ float red[2][32];
@@ -98,6 +100,7 @@ static __global__ void __launch_bounds__(NFV2_THREADS(MODE), NFV2_MINB(MODE, 5, 
 template <int DT>
 static __global__ void __launch_bounds__(512)
     rms_fwd_rows_kernel(void *y, float *rstd, const void *x, const void *gamma, long long rows, int C, float eps) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     __shared__ float red[2][32];
     const int G = blockDim.x, t = threadIdx.x;
@@ -133,6 +136,7 @@ static __global__ void __launch_bounds__(THREADS, 4)
     rms_fwd_onepass_kernel(void *y, float *rstd, const void *x, const void *gamma, unsigned *sync,
                            unsigned long long *states,
                            long long C, int splits, float eps) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V, KW = ONEPASS_KW;
     constexpr long long CH = (long long)THREADS * KW * V;
@@ -166,6 +170,7 @@ static __global__ void __launch_bounds__(THREADS, 4)
 template <int DT>
 static __global__ void __launch_bounds__(THREADS)
     rms_fwd_stats_kernel(float *partial, const void *x, long long row0, long long C, int splits) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V;
     __shared__ float red[32];
@@ -187,6 +192,7 @@ template <int DT>
 static __global__ void __launch_bounds__(THREADS)
     rms_fwd_apply_kernel(void *y, float *rstd, const void *x, const void *gamma, const float *partial, long long row0,
                          long long C, int splits, float eps) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     __shared__ float stat;
     const long long b = blockIdx.x, row = row0 + b / splits;
@@ -230,14 +236,17 @@ static cml_status fwd_launch(cml_ctx *ctx, void *y, float *rstd, const void *x, 
         const unsigned grid = (unsigned)(nb < (1ll << 30) ? nb : (1ll << 30));
         const dim3 block(G, R);
         if (mode == 0) {
-            if (KW == 4) rms_fwd_words_kernel<DT, 4, 0><<<grid, block, 0, st>>>(y, rstd, x, gamma, rows, (int)C, eps);
-            else rms_fwd_words_kernel<DT, 8, 0><<<grid, block, 0, st>>>(y, rstd, x, gamma, rows, (int)C, eps);
+            if (KW == 4) cml__launch(rms_fwd_words_kernel<DT, 4, 0>, grid, block, 0, st, y, rstd, x, gamma, rows,
+                                     (int)C, eps);
+            else cml__launch(rms_fwd_words_kernel<DT, 8, 0>, grid, block, 0, st, y, rstd, x, gamma, rows, (int)C, eps);
         } else if constexpr (DT != CML_F32) { /* no f32 instantiations of the v2 kernels */
             const bool occ = KW == 4 && mode == 2 && G * R <= NFV2_OCC_THREADS;
             nfv2_count(occ ? 2 : 1);
-            if (occ) rms_fwd_words_kernel<DT, 4, 2><<<grid, block, 0, st>>>(y, rstd, x, gamma, rows, (int)C, eps);
-            else if (KW == 4) rms_fwd_words_kernel<DT, 4, 1><<<grid, block, 0, st>>>(y, rstd, x, gamma, rows, (int)C, eps);
-            else rms_fwd_words_kernel<DT, 8, 1><<<grid, block, 0, st>>>(y, rstd, x, gamma, rows, (int)C, eps);
+            if (occ) cml__launch(rms_fwd_words_kernel<DT, 4, 2>, grid, block, 0, st, y, rstd, x, gamma, rows, (int)C,
+                                 eps);
+            else if (KW == 4) cml__launch(rms_fwd_words_kernel<DT, 4, 1>, grid, block, 0, st, y, rstd, x, gamma, rows,
+                                          (int)C, eps);
+            else cml__launch(rms_fwd_words_kernel<DT, 8, 1>, grid, block, 0, st, y, rstd, x, gamma, rows, (int)C, eps);
         }
         return launched("rms_fwd_words_kernel", DT, rows * C, grid, (unsigned)(G * R));
     }
@@ -246,7 +255,7 @@ static cml_status fwd_launch(cml_ctx *ctx, void *y, float *rstd, const void *x, 
         R = G >= 256 ? 1 : 256 / G;
         const long long nb = (rows + R - 1) / R;
         const unsigned grid = (unsigned)(nb < (1ll << 30) ? nb : (1ll << 30));
-        rms_fwd_rows_kernel<DT><<<grid, dim3(G, R), 0, st>>>(y, rstd, x, gamma, rows, (int)C, eps);
+        cml__launch(rms_fwd_rows_kernel<DT>, grid, dim3(G, R), 0, st, y, rstd, x, gamma, rows, (int)C, eps);
         return launched("rms_fwd_rows_kernel", DT, rows * C, grid, (unsigned)(G * R));
     }
     const long long ch1 = (long long)THREADS * ONEPASS_KW * (16 / (long long)sizeof(T)), osplits = (C + ch1 - 1) / ch1;
@@ -262,11 +271,12 @@ static cml_status fwd_launch(cml_ctx *ctx, void *y, float *rstd, const void *x, 
         unsigned *sync = (unsigned *)ws;
         unsigned long long *slots = cml__row_sync_slots(ws, rows);
         if (mode == 0) {
-            rms_fwd_onepass_kernel<DT, false><<<grid, THREADS, 0, st>>>(y, rstd, x, gamma, sync, slots, C, (int)osplits,
-                                                                        eps);
+            cml__launch(rms_fwd_onepass_kernel<DT, false>, grid, THREADS, 0, st, y, rstd, x, gamma, sync, slots, C,
+                        (int)osplits, eps);
         } else if constexpr (DT != CML_F32) {
             nfv2_count(1);
-            rms_fwd_onepass_kernel<DT, true><<<grid, THREADS, 0, st>>>(y, rstd, x, gamma, sync, slots, C, (int)osplits, eps);
+            cml__launch(rms_fwd_onepass_kernel<DT, true>, grid, THREADS, 0, st, y, rstd, x, gamma, sync, slots, C,
+                        (int)osplits, eps);
         }
         return launched("rms_fwd_onepass_kernel", DT, rows * C, grid, THREADS);
     }
@@ -278,9 +288,10 @@ static cml_status fwd_launch(cml_ctx *ctx, void *y, float *rstd, const void *x, 
     CML_TRY(cml_ctx_workspace(ctx, &ws, (size_t)(nb * splits) * sizeof(float)));
     for (long long r0 = 0; r0 < rows; r0 += nb) {
         const unsigned grid = (unsigned)((rows - r0 < nb ? rows - r0 : nb) * splits);
-        rms_fwd_stats_kernel<DT><<<grid, THREADS, 0, st>>>((float *)ws, x, r0, C, splits);
+        cml__launch(rms_fwd_stats_kernel<DT>, grid, THREADS, 0, st, (float *)ws, x, r0, C, splits);
         CML_TRY(launched("rms_fwd_stats_kernel", DT, rows * C, grid, THREADS));
-        rms_fwd_apply_kernel<DT><<<grid, THREADS, 0, st>>>(y, rstd, x, gamma, (const float *)ws, r0, C, splits, eps);
+        cml__launch(rms_fwd_apply_kernel<DT>, grid, THREADS, 0, st, y, rstd, x, gamma, (const float *)ws, r0, C, splits,
+                    eps);
         CML_TRY(launched("rms_fwd_apply_kernel", DT, rows * C, grid, THREADS));
     }
     return CML_OK;

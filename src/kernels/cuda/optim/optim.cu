@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/common/check.cuh"
 #include "kernels/cuda/common/dtype.cuh"
+#include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/optim/optim_math.cuh"
 
@@ -18,6 +19,7 @@
 
 static __global__ void sgd_kernel(float *param, const float *grad, float *buf, long long n,
                                   const cml__sgd_consts k) {
+    cml__pdl_entry();
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         float b = k.momentum != 0.0f ? buf[i] : 0.0f;
         param[i] = cml__sgd_elem(k, param[i], grad[i], b);
@@ -27,6 +29,7 @@ static __global__ void sgd_kernel(float *param, const float *grad, float *buf, l
 
 static __global__ void adam_kernel(float *param, const float *grad, float *m, float *v, long long n,
                                    const cml__adam_consts k) {
+    cml__pdl_entry();
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         float mi = m[i], vi = v[i];
         param[i] = cml__adam_elem(k, param[i], grad[i], mi, vi);
@@ -42,7 +45,7 @@ extern "C" cml_status cml__sgd_update_cuda(cml_ctx *ctx, float *param, const flo
     CML_TRY(cml__cuda_activate(ctx));
     const cml__sgd_consts k = {lr, momentum, weight_decay, nesterov, first_step};
     const unsigned grid = cml__grid_size(ctx, n, BLOCK);
-    sgd_kernel<<<grid, BLOCK, 0, cml__stream(ctx)>>>(param, grad, momentum_buf, n, k);
+    cml__launch(sgd_kernel, grid, BLOCK, 0, cml__stream(ctx), param, grad, momentum_buf, n, k);
     return cml__cuda_check_launch("cml_sgd_update", "sgd_kernel", "f32", n, grid, BLOCK);
 }
 
@@ -54,7 +57,7 @@ extern "C" cml_status cml__adam_update_cuda(cml_ctx *ctx, float *param, const fl
     /* the CPU's host-side constants, computed the same way */
     const cml__adam_consts k = cml__adam_consts_of(lr, beta1, beta2, eps, weight_decay, decoupled, step);
     const unsigned grid = cml__grid_size(ctx, n, BLOCK);
-    adam_kernel<<<grid, BLOCK, 0, cml__stream(ctx)>>>(param, grad, m, v, n, k);
+    cml__launch(adam_kernel, grid, BLOCK, 0, cml__stream(ctx), param, grad, m, v, n, k);
     return cml__cuda_check_launch("cml_adam_update", "adam_kernel", "f32", n, grid, BLOCK);
 }
 
@@ -84,6 +87,7 @@ static __device__ __forceinline__ void philox4x32(uint32_t out[4], uint32_t c0, 
 /* One thread per Philox block (4 elements). */
 static __global__ void dropout_kernel(void *y, uint8_t *mask, const void *x, int dt, long long n, float p,
                                       float scale, unsigned long long seed, unsigned long long offset) {
+    cml__pdl_entry();
     const long long blocks = (n + 3) / 4;
     for (long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x; b < blocks;
          b += (long long)gridDim.x * blockDim.x) {
@@ -108,6 +112,6 @@ extern "C" cml_status cml__dropout_fwd_cuda(cml_ctx *ctx, void *y, uint8_t *mask
     CML_TRY(cml__cuda_activate(ctx));
     const float scale = 1.0f / (1.0f - p);
     const unsigned grid = cml__grid_size(ctx, (n + 3) / 4, BLOCK);
-    dropout_kernel<<<grid, BLOCK, 0, cml__stream(ctx)>>>(y, mask, x, (int)dtype, n, p, scale, seed, offset);
+    cml__launch(dropout_kernel, grid, BLOCK, 0, cml__stream(ctx), y, mask, x, (int)dtype, n, p, scale, seed, offset);
     return cml__cuda_check_launch(fn, "dropout_kernel", cml_dtype_name(dtype), n, grid, BLOCK);
 }

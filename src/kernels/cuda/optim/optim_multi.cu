@@ -13,6 +13,7 @@
 #include <math.h>
 
 #include "kernels/cuda/common/check.cuh"
+#include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/optim/optim_math.cuh"
 #include "kernels/optim_multi.h"
 
@@ -58,6 +59,7 @@ static __device__ __forceinline__ void update_vec(const multi_params &P, float4 
 
 template <int ALG>
 static __global__ void __launch_bounds__(THREADS) update_multi_kernel(const __grid_constant__ multi_params P) {
+    cml__pdl_entry();
     const bool use_m = ALG != ALG_SGD, use_v = ALG == ALG_ADAM;
     const cml__chunk ch = P.chunks[blockIdx.x];
     const cml_param_slice s = P.slices[ch.slice];
@@ -118,13 +120,13 @@ static cml_status multi_launch(const char *fn, const cml_param_list *list, int a
     switch (alg) {
     case ALG_SGD:
         name = "update_multi_kernel<ALG_SGD>";
-        update_multi_kernel<ALG_SGD><<<grid, THREADS, 0, st>>>(P);
+        cml__launch(update_multi_kernel<ALG_SGD>, grid, THREADS, 0, st, P);
         break;
     case ALG_SGD_MOMENTUM:
         name = "update_multi_kernel<ALG_SGD_MOMENTUM>";
-        update_multi_kernel<ALG_SGD_MOMENTUM><<<grid, THREADS, 0, st>>>(P);
+        cml__launch(update_multi_kernel<ALG_SGD_MOMENTUM>, grid, THREADS, 0, st, P);
         break;
-    default: update_multi_kernel<ALG_ADAM><<<grid, THREADS, 0, st>>>(P); break;
+    default: cml__launch(update_multi_kernel<ALG_ADAM>, grid, THREADS, 0, st, P); break;
     }
     return cml__cuda_check_launch(fn, name, "f32", list->nchunks * (long long)CML_PARAM_CHUNK, grid, THREADS);
 }

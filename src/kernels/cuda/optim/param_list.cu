@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "kernels/cuda/common/check.cuh"
+#include "kernels/cuda/common/launch.cuh"
 #include "kernels/optim_multi.h"
 
 #define LANES CML__NORM_LANES
@@ -34,6 +35,7 @@ static void dev_free(cml_param_list *l, void *p, size_t bytes) {
 }
 
 static __global__ void result_init_kernel(cml__norm_result *r) {
+    cml__pdl_entry();
     r->norm = __longlong_as_double(0x7ff8000000000000ll); /* NaN: no norm yet */
     r->coef = 1.0f;
 }
@@ -43,7 +45,7 @@ extern "C" cml_status cml__param_list_init_cuda(cml_param_list *list) {
     void *p = NULL;
     CML_TRY(dev_alloc(list, &p, sizeof(cml__norm_result)));
     list->result = (cml__norm_result *)p;
-    result_init_kernel<<<1, 1, 0, cml__stream(list->ctx)>>>(list->result);
+    cml__launch(result_init_kernel, 1, 1, 0, cml__stream(list->ctx), list->result);
     return cml__cuda_check_launch("cml_param_list_create", "result_init_kernel", "f64", 1, 1, 1);
 }
 
@@ -126,6 +128,7 @@ static __device__ __forceinline__ double block_tree(double acc) {
 
 static __global__ void __launch_bounds__(LANES) norm_partials_kernel(const cml_param_slice *slices,
                                                                      const cml__chunk *chunks, double *partials) {
+    cml__pdl_entry();
     const cml__chunk ch = chunks[blockIdx.x];
     const cml_param_slice *s = &slices[ch.slice];
     const long long lo = (long long)ch.index * CML_PARAM_CHUNK;
@@ -157,6 +160,7 @@ static __global__ void __launch_bounds__(LANES) norm_partials_kernel(const cml_p
 
 static __global__ void __launch_bounds__(LANES) norm_total_kernel(const double *partials, long long n,
                                                                   double max_norm, cml__norm_result *r) {
+    cml__pdl_entry();
     double acc = 0.0;
     for (long long j = threadIdx.x; j < n; j += LANES) acc += partials[j];
     const double total = block_tree(acc);
@@ -175,11 +179,11 @@ extern "C" cml_status cml__param_list_grad_norm_cuda(cml_param_list *list, doubl
     if (list->nchunks > 0) {
         const cml_param_slice *slices = (const cml_param_slice *)list->table;
         const cml__chunk *chunks = (const cml__chunk *)((const char *)list->table + list->table_chunks);
-        norm_partials_kernel<<<(unsigned)list->nchunks, LANES, 0, st>>>(slices, chunks, list->partials);
+        cml__launch(norm_partials_kernel, (unsigned)list->nchunks, LANES, 0, st, slices, chunks, list->partials);
         CML_TRY(cml__cuda_check_launch(fn, "norm_partials_kernel", "f32", list->nchunks * (long long)CML_PARAM_CHUNK,
                                        (unsigned)list->nchunks, LANES));
     }
-    norm_total_kernel<<<1, LANES, 0, st>>>(list->partials, list->nchunks, max_norm, list->result);
+    cml__launch(norm_total_kernel, 1, LANES, 0, st, list->partials, list->nchunks, max_norm, list->result);
     return cml__cuda_check_launch(fn, "norm_total_kernel", "f64", list->nchunks, 1, LANES);
 }
 

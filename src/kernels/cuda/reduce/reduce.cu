@@ -30,6 +30,7 @@
 #include "kernels/cuda/common/check.cuh"
 #include "kernels/cuda/common/last_arrival.cuh"
 #include "kernels/cuda/common/rows.cuh"
+#include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
 #define COL_TX 32
@@ -202,6 +203,7 @@ template <int DT, int OP, bool ILV>
 static __global__ void __launch_bounds__(512, big_state<OP>::value ? 1 : 2)
     reduce_rows_kernel(void *y, typename rop<OP>::S *partial, unsigned *arrivals, const void *x, long long groups,
                        long long n, long long chunk, int splits, int correction) {
+    cml__pdl_entry();
     typedef typename rop<OP>::S S;
     typedef typename cml__elem<DT>::type T;
     __shared__ S scratch[32];
@@ -247,6 +249,7 @@ template <int DT, int OP>
 static __global__ void __launch_bounds__(COL_TX *COL_TY)
     reduce_cols_kernel(void *y, typename rop<OP>::S *partial, unsigned *arrivals, const void *x, long long n,
                        long long inner, long long tiles, long long rchunk, int splits, int correction) {
+    cml__pdl_entry();
     typedef typename rop<OP>::S S;
     __shared__ S sm[COL_TY][COL_TX];
     __shared__ int last;
@@ -328,11 +331,11 @@ static cml_status rows_launch(cml_ctx *ctx, void *y, const void *x, long long ro
     /* Interleaved chunks for rows of more than 2 (measured: the 1 GiB flat sum +2%; at 2 chunks a
      * row, 256x262144, -1% f32 and +0% bf16, so those keep one range a chunk). */
     if (splits > 2)
-        reduce_rows_kernel<DT, OP, true><<<grid, dim3(G, R), 0, cml__stream(ctx)>>>(y, (S *)ws, arrivals, x, groups,
-                                                                                   n, chunk, (int)splits, correction);
+        cml__launch(reduce_rows_kernel<DT, OP, true>, grid, dim3(G, R), 0, cml__stream(ctx), y, (S *)ws, arrivals, x,
+                    groups, n, chunk, (int)splits, correction);
     else
-        reduce_rows_kernel<DT, OP, false><<<grid, dim3(G, R), 0, cml__stream(ctx)>>>(y, (S *)ws, arrivals, x, groups,
-                                                                                    n, chunk, (int)splits, correction);
+        cml__launch(reduce_rows_kernel<DT, OP, false>, grid, dim3(G, R), 0, cml__stream(ctx), y, (S *)ws, arrivals, x,
+                    groups, n, chunk, (int)splits, correction);
     return launched("reduce_rows_kernel", (cml_dtype)DT, rows * n, grid, (unsigned)(G * R));
 }
 
@@ -360,8 +363,8 @@ static cml_status cols_launch(cml_ctx *ctx, void *y, const void *x, long long ou
         CML_TRY(arrival_counters(ctx, blocks, &arrivals));
     }
     const dim3 grid((unsigned)blocks, (unsigned)splits);
-    reduce_cols_kernel<DT, OP><<<grid, dim3(COL_TX, COL_TY), 0, cml__stream(ctx)>>>(
-        y, (S *)ws, arrivals, x, n, inner, tiles, rchunk, (int)splits, correction);
+    cml__launch(reduce_cols_kernel<DT, OP>, grid, dim3(COL_TX, COL_TY), 0, cml__stream(ctx), y, (S *)ws, arrivals, x, n,
+                inner, tiles, rchunk, (int)splits, correction);
     return launched("reduce_cols_kernel", (cml_dtype)DT, outer * n * inner, (unsigned)(blocks * splits), 256);
 }
 

@@ -16,6 +16,7 @@
 #define CML_KERNELS_CUDA_SOFTMAX_CE_FWD_SPLIT_CUH
 
 #include "kernels/cuda/common/last_arrival.cuh"
+#include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/softmax/softmax_common.cuh"
 
 #define CE_SPLIT_THREADS 256
@@ -89,6 +90,7 @@ static __global__ void __launch_bounds__(CE_SPLIT_THREADS, 4)
     ce_fwd_split_kernel(float *loss, cml__ms *partial, unsigned *arrivals, const void *logits,
                         const int64_t *targets, long long n, int splits, long long cw, long long ignore,
                         cml__index_flag bad) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V;
     __shared__ cml__ms scratch[32];

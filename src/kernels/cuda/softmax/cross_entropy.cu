@@ -33,6 +33,7 @@
 #include <limits.h>
 
 #include "kernels/cuda/common/row_sync.cuh"
+#include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/softmax/softmax_common.cuh"
 #include "runtime/cuda_index_check.h"
@@ -62,6 +63,7 @@ template <int DT>
 static __global__ void __launch_bounds__(256, 3) ce_fwd_rows_kernel(float *loss, const void *logits,
                                                                  const int64_t *targets, long long rows, long long n,
                                                                  long long ignore, cml__index_flag bad) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     __shared__ cml__ms scratch[32];
     const int G = blockDim.x, t = threadIdx.x;
@@ -150,6 +152,7 @@ template <int DT, int KW, int GT>
 static __global__ void __launch_bounds__(ce_words_bounds<KW, GT>::threads, ce_words_bounds<KW, GT>::blocks)
     ce_fwd_words_kernel(float *loss, const void *logits, const int64_t *targets, long long rows, int n,
                         long long ignore, cml__index_flag bad) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     __shared__ float red_max[32];
     __shared__ float2 red_sum[32];
@@ -186,21 +189,22 @@ static void ce_fwd_words_launch(unsigned grid, dim3 block, cudaStream_t st, floa
                                 const int64_t *targets, long long rows, int n, long long ignore, cml__index_flag bad) {
     switch (block.x) {
     case 32:
-        ce_fwd_words_kernel<DT, KW, 32><<<grid, block, 0, st>>>(loss, logits, targets, rows, n, ignore, bad);
+        cml__launch(ce_fwd_words_kernel<DT, KW, 32>, grid, block, 0, st, loss, logits, targets, rows, n, ignore, bad);
         break;
     case 64:
-        ce_fwd_words_kernel<DT, KW, 64><<<grid, block, 0, st>>>(loss, logits, targets, rows, n, ignore, bad);
+        cml__launch(ce_fwd_words_kernel<DT, KW, 64>, grid, block, 0, st, loss, logits, targets, rows, n, ignore, bad);
         break;
     case 128:
-        ce_fwd_words_kernel<DT, KW, 128><<<grid, block, 0, st>>>(loss, logits, targets, rows, n, ignore, bad);
+        cml__launch(ce_fwd_words_kernel<DT, KW, 128>, grid, block, 0, st, loss, logits, targets, rows, n, ignore, bad);
         break;
     case 256:
-        ce_fwd_words_kernel<DT, KW, 256><<<grid, block, 0, st>>>(loss, logits, targets, rows, n, ignore, bad);
+        cml__launch(ce_fwd_words_kernel<DT, KW, 256>, grid, block, 0, st, loss, logits, targets, rows, n, ignore, bad);
         break;
     case 512:
-        ce_fwd_words_kernel<DT, KW, 512><<<grid, block, 0, st>>>(loss, logits, targets, rows, n, ignore, bad);
+        cml__launch(ce_fwd_words_kernel<DT, KW, 512>, grid, block, 0, st, loss, logits, targets, rows, n, ignore, bad);
         break;
-    default: ce_fwd_words_kernel<DT, KW, 0><<<grid, block, 0, st>>>(loss, logits, targets, rows, n, ignore, bad);
+    default: cml__launch(ce_fwd_words_kernel<DT, KW, 0>, grid, block, 0, st, loss, logits, targets, rows, n, ignore,
+                         bad);
     }
 }
 
@@ -209,6 +213,7 @@ template <int DT>
 static __global__ void ce_fwd_finalize_kernel(float *loss, const cml__ms *partial, const void *logits,
                                               const int64_t *targets, long long rows, long long n, int splits,
                                               long long ignore, cml__index_flag bad) {
+    cml__pdl_entry();
     const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= rows) return;
     const long long tgt = targets[row];
@@ -277,6 +282,7 @@ static __global__ void __launch_bounds__(1024) ce_bwd_words_kernel(void *dlogits
                                                                    const void *logits, const int64_t *targets,
                                                                    long long rows, int n, long long ignore,
                                                                    cml__index_flag bad) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V;
     constexpr bool KEEP = KW == 4; /* f32 at 8 words too would spill (64 registers at most) */
@@ -311,6 +317,7 @@ static __global__ void __launch_bounds__(VEC ? 1024 : 512) ce_bwd_rows_kernel(vo
                                                                   const void *logits, const int64_t *targets,
                                                                   long long rows, int n, long long ignore,
                                                                   cml__index_flag bad) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     __shared__ float red_max[32], red_sum[32];
     const int G = blockDim.x, t = threadIdx.x;
@@ -353,6 +360,7 @@ static __global__ void __launch_bounds__(CML__SM_THREADS, 4)
     ce_bwd_onepass_kernel(void *dlogits, const float *dloss, const void *logits, const int64_t *targets,
                           unsigned *sync, unsigned long long *states, long long n, int splits, long long ignore,
                           cml__index_flag bad) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V, KW = CML__SM_ONEPASS_KW;
     constexpr bool KEEP = false; /* the exps again after the merge, as in softmax_fwd_onepass_kernel */
@@ -398,6 +406,7 @@ static __global__ void __launch_bounds__(CML__SM_THREADS)
     ce_bwd_apply_kernel(void *dlogits, const float *dloss, const void *logits, const int64_t *targets,
                         const cml__ms *partial, long long row0, long long n, int splits, long long ignore,
                         cml__index_flag bad) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     __shared__ float stat[3];
     __shared__ long long stat_t;
@@ -493,8 +502,8 @@ static cml_status fwd_launch(cml_ctx *ctx, float *loss, const void *logits, cons
         CML_TRY(cml__cuda_zeroed(ctx, (size_t)rows * sizeof(unsigned), fn, (void **)&arrivals));
         CML_TRY(ce_begin(ctx, fn, targets, rows, n, ignore, &bad));
         const unsigned grid = (unsigned)(rows * wsplits);
-        ce_fwd_split_kernel<DT><<<grid, CE_SPLIT_THREADS, 0, st>>>(loss, states, arrivals, logits, targets, n,
-                                                                  (int)wsplits, cw, ignore, bad);
+        cml__launch(ce_fwd_split_kernel<DT>, grid, CE_SPLIT_THREADS, 0, st, loss, states, arrivals, logits, targets, n,
+                    (int)wsplits, cw, ignore, bad);
         CML_TRY(launched(fn, "ce_fwd_split_kernel", (cml_dtype)DT, rows * n, grid, CE_SPLIT_THREADS));
         return cml__index_check_end(ctx, fn);
     }
@@ -502,10 +511,11 @@ static cml_status fwd_launch(cml_ctx *ctx, float *loss, const void *logits, cons
     CML_TRY(ce_begin(ctx, fn, targets, rows, n, ignore, &bad));
     if (split) {
         const unsigned grid = (unsigned)(rows * splits);
-        cml__softmax_stats_kernel<DT><<<grid, CML__SM_THREADS, 0, st>>>(states, logits, 0, n, splits);
+        cml__launch(cml__softmax_stats_kernel<DT>, grid, CML__SM_THREADS, 0, st, states, logits, 0, n, splits);
         CML_TRY(launched(fn, "cml__softmax_stats_kernel", (cml_dtype)DT, rows * n, grid, CML__SM_THREADS));
         const unsigned grid2 = (unsigned)((rows + 255) / 256);
-        ce_fwd_finalize_kernel<DT><<<grid2, 256, 0, st>>>(loss, states, logits, targets, rows, n, splits, ignore, bad);
+        cml__launch(ce_fwd_finalize_kernel<DT>, grid2, 256, 0, st, loss, states, logits, targets, rows, n, splits,
+                    ignore, bad);
         CML_TRY(launched(fn, "ce_fwd_finalize_kernel", (cml_dtype)DT, rows, grid2, 256));
     } else if (cml__rows_vec_ok(n, sizeof(typename cml__elem<DT>::type), logits, logits, logits) &&
                cml__words_geometry(n, sizeof(typename cml__elem<DT>::type), &KW, &G, &R) && G <= 512 &&
@@ -516,7 +526,8 @@ static cml_status fwd_launch(cml_ctx *ctx, float *loss, const void *logits, cons
         const dim3 block(G, R);
         /* (KW = 8 only for rows of more than 4 x 512 words, so G = 512 there; checked above) */
         if (KW == 4) ce_fwd_words_launch<DT, 4>(grid, block, st, loss, logits, targets, rows, (int)n, ignore, bad);
-        else ce_fwd_words_kernel<DT, 8, 512><<<grid, block, 0, st>>>(loss, logits, targets, rows, (int)n, ignore, bad);
+        else cml__launch(ce_fwd_words_kernel<DT, 8, 512>, grid, block, 0, st, loss, logits, targets, rows, (int)n,
+                         ignore, bad);
         CML_TRY(launched(fn, "ce_fwd_words_kernel", (cml_dtype)DT, rows * n, grid, (unsigned)(G * R)));
     } else {
         /* other rows: ~128 bytes per thread (one batch of 8 words in flight), 32..256 threads per row: the
@@ -525,7 +536,7 @@ static cml_status fwd_launch(cml_ctx *ctx, float *loss, const void *logits, cons
         if (G < 32) G = 32;
         R = 256 / G;
         const unsigned grid = cml__row_blocks(rows, R);
-        ce_fwd_rows_kernel<DT><<<grid, dim3(G, R), 0, st>>>(loss, logits, targets, rows, n, ignore, bad);
+        cml__launch(ce_fwd_rows_kernel<DT>, grid, dim3(G, R), 0, st, loss, logits, targets, rows, n, ignore, bad);
         CML_TRY(launched(fn, "ce_fwd_rows_kernel", (cml_dtype)DT, rows * n, grid, (unsigned)(G * R)));
     }
     return cml__index_check_end(ctx, fn);
@@ -544,11 +555,11 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dlogits, const float *dloss, co
         CML_TRY(ce_begin(ctx, fn, targets, rows, n, ignore, &bad));
         const unsigned grid = cml__row_blocks(rows, R);
         if (KW == 4)
-            ce_bwd_words_kernel<DT, 4><<<grid, dim3(G, R), 0, st>>>(dlogits, dloss, logits, targets, rows, (int)n,
-                                                                    ignore, bad);
+            cml__launch(ce_bwd_words_kernel<DT, 4>, grid, dim3(G, R), 0, st, dlogits, dloss, logits, targets, rows,
+                        (int)n, ignore, bad);
         else
-            ce_bwd_words_kernel<DT, 8><<<grid, dim3(G, R), 0, st>>>(dlogits, dloss, logits, targets, rows, (int)n,
-                                                                    ignore, bad);
+            cml__launch(ce_bwd_words_kernel<DT, 8>, grid, dim3(G, R), 0, st, dlogits, dloss, logits, targets, rows,
+                        (int)n, ignore, bad);
         CML_TRY(launched(fn, "ce_bwd_words_kernel", (cml_dtype)DT, rows * n, grid, (unsigned)(G * R)));
         return cml__index_check_end(ctx, fn);
     }
@@ -556,8 +567,8 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dlogits, const float *dloss, co
         CML_TRY(ce_begin(ctx, fn, targets, rows, n, ignore, &bad));
         cml__reg_rows_geometry(n, E_ROW, &G, &R);
         const unsigned grid = cml__row_blocks(rows, R);
-        ce_bwd_rows_kernel<DT, false><<<grid, dim3(G, R), 0, st>>>(dlogits, dloss, logits, targets, rows, (int)n,
-                                                                   ignore, bad);
+        cml__launch(ce_bwd_rows_kernel<DT, false>, grid, dim3(G, R), 0, st, dlogits, dloss, logits, targets, rows,
+                    (int)n, ignore, bad);
         CML_TRY(launched(fn, "ce_bwd_rows_kernel", (cml_dtype)DT, rows * n, grid, (unsigned)(G * R)));
         return cml__index_check_end(ctx, fn);
     }
@@ -570,9 +581,8 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dlogits, const float *dloss, co
         CML_TRY(ce_begin(ctx, fn, targets, rows, n, ignore, &bad));
         CML_CUDA_TRY(fn, cml__row_sync_reset(ws, rows, osplits, st));
         const unsigned grid = (unsigned)(rows * osplits);
-        ce_bwd_onepass_kernel<DT><<<grid, CML__SM_THREADS, 0, st>>>(
-            dlogits, dloss, logits, targets, (unsigned *)ws, cml__row_sync_slots(ws, rows), n, (int)osplits, ignore,
-            bad);
+        cml__launch(ce_bwd_onepass_kernel<DT>, grid, CML__SM_THREADS, 0, st, dlogits, dloss, logits, targets,
+                    (unsigned *)ws, cml__row_sync_slots(ws, rows), n, (int)osplits, ignore, bad);
         CML_TRY(launched(fn, "ce_bwd_onepass_kernel", (cml_dtype)DT, rows * n, grid, CML__SM_THREADS));
         return cml__index_check_end(ctx, fn);
     }
@@ -583,10 +593,10 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dlogits, const float *dloss, co
     CML_TRY(ce_begin(ctx, fn, targets, rows, n, ignore, &bad));
     for (long long r0 = 0; r0 < rows; r0 += nb) {
         const unsigned grid = (unsigned)((rows - r0 < nb ? rows - r0 : nb) * splits);
-        cml__softmax_stats_kernel<DT><<<grid, CML__SM_THREADS, 0, st>>>(states, logits, r0, n, splits);
+        cml__launch(cml__softmax_stats_kernel<DT>, grid, CML__SM_THREADS, 0, st, states, logits, r0, n, splits);
         CML_TRY(launched(fn, "cml__softmax_stats_kernel", (cml_dtype)DT, rows * n, grid, CML__SM_THREADS));
-        ce_bwd_apply_kernel<DT><<<grid, CML__SM_THREADS, 0, st>>>(dlogits, dloss, logits, targets, states, r0, n,
-                                                                  splits, ignore, bad);
+        cml__launch(ce_bwd_apply_kernel<DT>, grid, CML__SM_THREADS, 0, st, dlogits, dloss, logits, targets, states, r0,
+                    n, splits, ignore, bad);
         CML_TRY(launched(fn, "ce_bwd_apply_kernel", (cml_dtype)DT, rows * n, grid, CML__SM_THREADS));
     }
     return cml__index_check_end(ctx, fn);

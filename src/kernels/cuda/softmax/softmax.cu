@@ -20,6 +20,7 @@
  *   dx = y (dy - sum(dy y))  or  dx = dy - exp(y) sum(dy);
  * a NaN anywhere in a row makes the row NaN. */
 #include "kernels/cuda/common/row_sync.cuh"
+#include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/softmax/softmax_common.cuh"
 
@@ -59,6 +60,7 @@ static __device__ __forceinline__ void fwd_store_words(void *y, const uint4 (&w)
  * words; at 8 bf16 words they are computed again (64 more registers would halve the blocks per SM). */
 template <int DT, int KW, bool LOG>
 static __global__ void __launch_bounds__(1024) softmax_fwd_words_kernel(void *y, const void *x, long long rows, int n) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V;
     constexpr bool KEEP = !LOG && KW * V <= 32;
@@ -85,6 +87,7 @@ static __global__ void __launch_bounds__(1024) softmax_fwd_words_kernel(void *y,
 template <int DT, bool VEC>
 static __global__ void __launch_bounds__(VEC ? 1024 : 512) softmax_fwd_rows_kernel(void *y, const void *x, long long rows, int n,
                                                                        bool log) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     __shared__ float red_max[32], red_sum[32];
     const int G = blockDim.x, t = threadIdx.x;
@@ -126,6 +129,7 @@ static __global__ void __launch_bounds__(VEC ? 1024 : 512) softmax_fwd_rows_kern
 template <int DT, bool VEC>
 static __global__ void __launch_bounds__(1024) softmax_bwd_rows_kernel(void *dx, const void *dy, const void *y,
                                                                        long long rows, int n, bool log) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     __shared__ float red[2][32];
     const int G = blockDim.x, t = threadIdx.x;
@@ -153,6 +157,7 @@ static __global__ void __launch_bounds__(1024) softmax_bwd_rows_kernel(void *dx,
 template <int DT>
 static __global__ void __launch_bounds__(1024) softmax_bwd_words_kernel(void *dx, const void *dy, const void *y,
                                                                         long long rows, int n, bool log) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V, KW = 4;
     __shared__ float red[2][32];
@@ -199,6 +204,7 @@ template <int DT, bool LOG>
 static __global__ void __launch_bounds__(CML__SM_THREADS, 4)
     softmax_fwd_onepass_kernel(void *y, const void *x, unsigned *sync, unsigned long long *states, long long n,
                                int splits) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V, KW = CML__SM_ONEPASS_KW;
     /* the exps are taken again after the row's merge: keeping f32's 32 in registers through the
@@ -239,6 +245,7 @@ static __global__ void __launch_bounds__(CML__SM_THREADS, 4)
     softmax_bwd_onepass_kernel(void *dx, const void *dy, const void *y, unsigned *sync, unsigned long long *states,
                                long long n,
                                int splits, bool log) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V, KW = 4;
     constexpr long long CH = (long long)CML__SM_THREADS * KW * V;
@@ -288,6 +295,7 @@ template <int DT>
 static __global__ void __launch_bounds__(CML__SM_THREADS)
     softmax_fwd_apply_kernel(void *y, const void *x, const cml__ms *partial, long long row0, long long n, int splits,
                              bool log) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     __shared__ float stat[2];
     const long long b = blockIdx.x, row = row0 + b / splits;
@@ -311,6 +319,7 @@ template <int DT>
 static __global__ void __launch_bounds__(CML__SM_THREADS)
     softmax_bwd_dot_kernel(float *partial, const void *dy, const void *y, long long row0, long long n, int splits,
                            bool log) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     __shared__ float scratch[32];
     const long long b = blockIdx.x, row = row0 + b / splits;
@@ -330,6 +339,7 @@ template <int DT>
 static __global__ void __launch_bounds__(CML__SM_THREADS)
     softmax_bwd_apply_kernel(void *dx, const void *dy, const void *y, const float *partial, long long row0,
                              long long n, int splits, bool log) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     __shared__ float stat;
     const long long b = blockIdx.x, row = row0 + b / splits;
@@ -354,6 +364,7 @@ static __global__ void __launch_bounds__(CML__SM_THREADS)
 template <int DT>
 static __global__ void softmax_fwd_cols_kernel(void *y, const void *x, long long outer, long long n, long long inner,
                                                bool log) {
+    cml__pdl_entry();
     const long long total = outer * inner, step = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {
         const long long base = (i / inner) * n * inner + i % inner;
@@ -371,6 +382,7 @@ static __global__ void softmax_fwd_cols_kernel(void *y, const void *x, long long
 template <int DT>
 static __global__ void softmax_bwd_cols_kernel(void *dx, const void *dy, const void *y, long long outer, long long n,
                                                long long inner, bool log) {
+    cml__pdl_entry();
     const long long total = outer * inner, step = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {
         const long long base = (i / inner) * n * inner + i % inner;
@@ -406,7 +418,7 @@ static cml_status fwd_launch(cml_ctx *ctx, void *y, const void *x, long long out
     cudaStream_t st = cml__stream(ctx);
     if (inner > 1) {
         const unsigned grid = cml__grid_size(ctx, outer * inner, 256);
-        softmax_fwd_cols_kernel<DT><<<grid, 256, 0, st>>>(y, x, outer, n, inner, log);
+        cml__launch(softmax_fwd_cols_kernel<DT>, grid, 256, 0, st, y, x, outer, n, inner, log);
         return launched(fn, "softmax_fwd_cols_kernel", (cml_dtype)DT, outer * n * inner, grid, 256);
     }
     const long long rows = outer;
@@ -415,16 +427,17 @@ static cml_status fwd_launch(cml_ctx *ctx, void *y, const void *x, long long out
     if (vec && cml__words_geometry(n, sizeof(typename cml__elem<DT>::type), &KW, &G, &R)) {
         const unsigned grid = cml__row_blocks(rows, R);
         const dim3 block(G, R);
-        if (KW == 4 && !log) softmax_fwd_words_kernel<DT, 4, false><<<grid, block, 0, st>>>(y, x, rows, (int)n);
-        else if (KW == 4) softmax_fwd_words_kernel<DT, 4, true><<<grid, block, 0, st>>>(y, x, rows, (int)n);
-        else if (!log) softmax_fwd_words_kernel<DT, 8, false><<<grid, block, 0, st>>>(y, x, rows, (int)n);
-        else softmax_fwd_words_kernel<DT, 8, true><<<grid, block, 0, st>>>(y, x, rows, (int)n);
+        if (KW == 4 && !log) cml__launch(softmax_fwd_words_kernel<DT, 4, false>, grid, block, 0, st, y, x, rows,
+                                         (int)n);
+        else if (KW == 4) cml__launch(softmax_fwd_words_kernel<DT, 4, true>, grid, block, 0, st, y, x, rows, (int)n);
+        else if (!log) cml__launch(softmax_fwd_words_kernel<DT, 8, false>, grid, block, 0, st, y, x, rows, (int)n);
+        else cml__launch(softmax_fwd_words_kernel<DT, 8, true>, grid, block, 0, st, y, x, rows, (int)n);
         return launched(fn, "softmax_fwd_words_kernel", (cml_dtype)DT, rows * n, grid, (unsigned)(G * R));
     }
     if (n <= 512 * E_FWD) {
         cml__reg_rows_geometry(n, E_FWD, &G, &R);
         const unsigned grid = cml__row_blocks(rows, R);
-        softmax_fwd_rows_kernel<DT, false><<<grid, dim3(G, R), 0, st>>>(y, x, rows, (int)n, log);
+        cml__launch(softmax_fwd_rows_kernel<DT, false>, grid, dim3(G, R), 0, st, y, x, rows, (int)n, log);
         return launched(fn, "softmax_fwd_rows_kernel", (cml_dtype)DT, rows * n, grid, (unsigned)(G * R));
     }
     const long long ch1 = (long long)CML__SM_THREADS * CML__SM_ONEPASS_KW * (16 / (long long)sizeof(typename cml__elem<DT>::type));
@@ -438,11 +451,11 @@ static cml_status fwd_launch(cml_ctx *ctx, void *y, const void *x, long long out
         CML_CUDA_TRY(fn, cml__row_sync_reset(ws, rows, osplits, st));
         const unsigned grid = (unsigned)(rows * osplits);
         if (log)
-            softmax_fwd_onepass_kernel<DT, true><<<grid, CML__SM_THREADS, 0, st>>>(
-                y, x, (unsigned *)ws, cml__row_sync_slots(ws, rows), n, (int)osplits);
+            cml__launch(softmax_fwd_onepass_kernel<DT, true>, grid, CML__SM_THREADS, 0, st, y, x, (unsigned *)ws,
+                        cml__row_sync_slots(ws, rows), n, (int)osplits);
         else
-            softmax_fwd_onepass_kernel<DT, false><<<grid, CML__SM_THREADS, 0, st>>>(
-                y, x, (unsigned *)ws, cml__row_sync_slots(ws, rows), n, (int)osplits);
+            cml__launch(softmax_fwd_onepass_kernel<DT, false>, grid, CML__SM_THREADS, 0, st, y, x, (unsigned *)ws,
+                        cml__row_sync_slots(ws, rows), n, (int)osplits);
         return launched(fn, "softmax_fwd_onepass_kernel", (cml_dtype)DT, rows * n, grid, CML__SM_THREADS);
     }
     const int splits = (int)((n + CML__SM_CHUNK - 1) / CML__SM_CHUNK);
@@ -452,9 +465,10 @@ static cml_status fwd_launch(cml_ctx *ctx, void *y, const void *x, long long out
     CML_TRY(cml_ctx_workspace(ctx, &ws, (size_t)(nb * splits) * sizeof(cml__ms)));
     for (long long r0 = 0; r0 < rows; r0 += nb) {
         const unsigned grid = (unsigned)((rows - r0 < nb ? rows - r0 : nb) * splits);
-        cml__softmax_stats_kernel<DT><<<grid, CML__SM_THREADS, 0, st>>>((cml__ms *)ws, x, r0, n, splits);
+        cml__launch(cml__softmax_stats_kernel<DT>, grid, CML__SM_THREADS, 0, st, (cml__ms *)ws, x, r0, n, splits);
         CML_TRY(launched(fn, "cml__softmax_stats_kernel", (cml_dtype)DT, rows * n, grid, CML__SM_THREADS));
-        softmax_fwd_apply_kernel<DT><<<grid, CML__SM_THREADS, 0, st>>>(y, x, (const cml__ms *)ws, r0, n, splits, log);
+        cml__launch(softmax_fwd_apply_kernel<DT>, grid, CML__SM_THREADS, 0, st, y, x, (const cml__ms *)ws, r0, n,
+                    splits, log);
         CML_TRY(launched(fn, "softmax_fwd_apply_kernel", (cml_dtype)DT, rows * n, grid, CML__SM_THREADS));
     }
     return CML_OK;
@@ -467,7 +481,7 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, const void *dy, const void 
     cudaStream_t st = cml__stream(ctx);
     if (inner > 1) {
         const unsigned grid = cml__grid_size(ctx, outer * inner, 256);
-        softmax_bwd_cols_kernel<DT><<<grid, 256, 0, st>>>(dx, dy, y, outer, n, inner, log);
+        cml__launch(softmax_bwd_cols_kernel<DT>, grid, 256, 0, st, dx, dy, y, outer, n, inner, log);
         return launched(fn, "softmax_bwd_cols_kernel", (cml_dtype)DT, outer * n * inner, grid, 256);
     }
     const long long rows = outer;
@@ -477,13 +491,13 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, const void *dy, const void 
         G = cml__pow2_at_least((n + 4 * V - 1) / (4 * V), 1024);
         R = G >= 256 ? 1 : 256 / G;
         const unsigned grid = cml__row_blocks(rows, R);
-        softmax_bwd_words_kernel<DT><<<grid, dim3(G, R), 0, st>>>(dx, dy, y, rows, (int)n, log);
+        cml__launch(softmax_bwd_words_kernel<DT>, grid, dim3(G, R), 0, st, dx, dy, y, rows, (int)n, log);
         return launched(fn, "softmax_bwd_words_kernel", (cml_dtype)DT, rows * n, grid, (unsigned)(G * R));
     }
     if (n <= 1024 * E_BWD && !cml__rows_vec_ok(n, sizeof(typename cml__elem<DT>::type), dx, dy, y)) {
         cml__reg_rows_geometry(n, E_BWD, &G, &R);
         const unsigned grid = cml__row_blocks(rows, R);
-        softmax_bwd_rows_kernel<DT, false><<<grid, dim3(G, R), 0, st>>>(dx, dy, y, rows, (int)n, log);
+        cml__launch(softmax_bwd_rows_kernel<DT, false>, grid, dim3(G, R), 0, st, dx, dy, y, rows, (int)n, log);
         return launched(fn, "softmax_bwd_rows_kernel", (cml_dtype)DT, rows * n, grid, (unsigned)(G * R));
     }
     const long long ch1 = (long long)CML__SM_THREADS * 4 * V, osplits = (n + ch1 - 1) / ch1;
@@ -493,8 +507,8 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, const void *dy, const void 
         CML_TRY(cml_ctx_workspace(ctx, &ws, cml__row_sync_bytes(rows, osplits)));
         CML_CUDA_TRY(fn, cml__row_sync_reset(ws, rows, osplits, st));
         const unsigned grid = (unsigned)(rows * osplits);
-        softmax_bwd_onepass_kernel<DT><<<grid, CML__SM_THREADS, 0, st>>>(
-            dx, dy, y, (unsigned *)ws, cml__row_sync_slots(ws, rows), n, (int)osplits, log);
+        cml__launch(softmax_bwd_onepass_kernel<DT>, grid, CML__SM_THREADS, 0, st, dx, dy, y, (unsigned *)ws,
+                    cml__row_sync_slots(ws, rows), n, (int)osplits, log);
         return launched(fn, "softmax_bwd_onepass_kernel", (cml_dtype)DT, rows * n, grid, CML__SM_THREADS);
     }
     const int splits = (int)((n + CML__SM_CHUNK - 1) / CML__SM_CHUNK);
@@ -504,10 +518,10 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, const void *dy, const void 
     CML_TRY(cml_ctx_workspace(ctx, &ws, (size_t)(nb * splits) * sizeof(float)));
     for (long long r0 = 0; r0 < rows; r0 += nb) {
         const unsigned grid = (unsigned)((rows - r0 < nb ? rows - r0 : nb) * splits);
-        softmax_bwd_dot_kernel<DT><<<grid, CML__SM_THREADS, 0, st>>>((float *)ws, dy, y, r0, n, splits, log);
+        cml__launch(softmax_bwd_dot_kernel<DT>, grid, CML__SM_THREADS, 0, st, (float *)ws, dy, y, r0, n, splits, log);
         CML_TRY(launched(fn, "softmax_bwd_dot_kernel", (cml_dtype)DT, rows * n, grid, CML__SM_THREADS));
-        softmax_bwd_apply_kernel<DT><<<grid, CML__SM_THREADS, 0, st>>>(dx, dy, y, (const float *)ws, r0, n, splits,
-                                                                       log);
+        cml__launch(softmax_bwd_apply_kernel<DT>, grid, CML__SM_THREADS, 0, st, dx, dy, y, (const float *)ws, r0, n,
+                    splits, log);
         CML_TRY(launched(fn, "softmax_bwd_apply_kernel", (cml_dtype)DT, rows * n, grid, CML__SM_THREADS));
     }
     return CML_OK;

@@ -17,6 +17,7 @@
 
 #include "kernels/cuda/common/check.cuh"
 #include "kernels/cuda/common/rows.cuh"
+#include "kernels/cuda/common/launch.cuh"
 
 #define CML__SM_CHUNK 8192  /* elements per block in the long-row path (32 per thread) */
 #define CML__SM_THREADS 256 /* threads per block in the long-row path */
@@ -197,6 +198,7 @@ static __device__ __forceinline__ cml__ms cml__ms_merge_all(const cml__ms *parti
 template <int DT>
 static __global__ void __launch_bounds__(CML__SM_THREADS)
     cml__softmax_stats_kernel(cml__ms *partial, const void *x, long long row0, long long n, int splits) {
+    cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
     __shared__ cml__ms scratch[32];
     const long long b = blockIdx.x, row = row0 + b / splits;
