@@ -30,6 +30,7 @@
  * strides multiples of 4 elements, each stored A and B under 2^31 elements, K >= 1.
  * C, D, aux and bias have no alignment rule (the epilogue checks pairs). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cuda/common/check.cuh"
@@ -126,15 +127,29 @@ static __device__ __forceinline__ void f32_epilogue(const float (&acc)[TM][8], c
  * kernels stay exactly as they were: the split's K range held in registers through the main loop
  * made ptxas spill (~56 bytes) in the 128 x 128 x 16 / 8 x 8 tile, which sits at the 128-register
  * cap of 2 blocks x 256 threads. */
-template <int BM, int BN, int BK, int TM, bool A_T, bool B_T, int MINB, bool SPLIT>
+/* VAR: the main loop, 0 = cml__f32_mainloop (the library's), 1, 2 = cml__f32_mainloop_h14, 3 =
+ * cml__f32_mainloop in serpentine order (session 14, CML_F32_VARIANT; 128x128x16/8x8 only;
+ * same results bit for bit). */
+template <int BM, int BN, int BK, int TM, bool A_T, bool B_T, int VAR>
+static __device__ __forceinline__ void f32_mainloop(float (&acc)[TM][8], const float *A, int lda, const float *B,
+                                                    int ldb, int M, int N, int K, int m0, int n0) {
+    if constexpr (VAR == 0)
+        cml__f32_mainloop<BM, BN, BK, TM, A_T, B_T, 2>(acc, A, lda, B, ldb, M, N, K, m0, n0);
+    else if constexpr (VAR == 3)
+        cml__f32_mainloop<BM, BN, BK, TM, A_T, B_T, 2, true>(acc, A, lda, B, ldb, M, N, K, m0, n0);
+    else
+        cml__f32_mainloop_h14<BM, BN, BK, TM, A_T, B_T, VAR>(acc, A, lda, B, ldb, M, N, K, m0, n0);
+}
+
+template <int BM, int BN, int BK, int TM, bool A_T, bool B_T, int MINB, bool SPLIT, int VAR>
 static __global__ void __launch_bounds__(CML_F32_THREADS(BM, BN, TM), MINB)
     gemm_f32_kernel(const __grid_constant__ f32_operands op, const __grid_constant__ cml__gemm_epi epi) {
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
     float acc[TM][8];
     if constexpr (!SPLIT) {
         const long long b = op.batch0 + blockIdx.z;
-        cml__f32_mainloop<BM, BN, BK, TM, A_T, B_T, 2>(acc, op.A + b * op.stride_a, op.lda, op.B + b * op.stride_b,
-                                                       op.ldb, op.M, op.N, op.K, m0, n0);
+        f32_mainloop<BM, BN, BK, TM, A_T, B_T, VAR>(acc, op.A + b * op.stride_a, op.lda, op.B + b * op.stride_b,
+                                                    op.ldb, op.M, op.N, op.K, m0, n0);
         f32_epilogue<BM, BN, TM>(acc, epi, b, m0, n0);
     } else {
         const int split = (int)(blockIdx.z % (unsigned)op.splits);
@@ -144,7 +159,7 @@ static __global__ void __launch_bounds__(CML_F32_THREADS(BM, BN, TM), MINB)
         const int k0 = split * op.k_chunk, k_len = min(op.K - k0, op.k_chunk);
         const float *A = op.A + b * op.stride_a + (A_T ? (long long)k0 * op.lda : (long long)k0);
         const float *B = op.B + b * op.stride_b + (B_T ? (long long)k0 : (long long)k0 * op.ldb);
-        cml__f32_mainloop<BM, BN, BK, TM, A_T, B_T, 2>(acc, A, op.lda, B, op.ldb, op.M, op.N, k_len, m0, n0);
+        f32_mainloop<BM, BN, BK, TM, A_T, B_T, VAR>(acc, A, op.lda, B, op.ldb, op.M, op.N, k_len, m0, n0);
         /* epi is the copy into the partials, whose "batch" index is batch * splits + split */
         f32_epilogue<BM, BN, TM>(acc, epi, (op.batch0 + blockIdx.z / (unsigned)op.splits) * op.splits +
                                                (int)(blockIdx.z % (unsigned)op.splits), m0, n0);
@@ -220,6 +235,25 @@ static const f32_config_info CONFIGS[CFG_COUNT] = {F32_CONFIGS(F32_INFO)};
 
 static int forced_config = -1;
 static int forced_splits = 0; /* 0: the estimate's */
+
+/* Session 14 (helper h14b): the main-loop variant of the 128x128x16/8x8 configuration (V6):
+ * 0 = the library's loop, 1 = the next tile staged in two phases + explicitly double-buffered
+ * fragments, 2 = 1 + serpentine FFMA order (cml__f32_mainloop_h14), 3 = the library's loop
+ * with the serpentine order only. The environment's CML_F32_VARIANT,
+ * read once; cml__gemm_f32_force_variant overrides it. The estimate (pick_plan) does not
+ * depend on it. Every variant gives bitwise the same D. */
+#define F32_VARIANTS 4
+static int forced_variant = -1;
+static int f32_variant(void) {
+    static int env = -1;
+    if (forced_variant >= 0) return forced_variant;
+    if (env < 0) {
+        const char *v = getenv("CML_F32_VARIANT");
+        const int x = v != NULL ? atoi(v) : 0;
+        env = x >= 0 && x < F32_VARIANTS ? x : 0;
+    }
+    return env;
+}
 
 /* Share of an SM's full rate that `warps` resident warps of a last, partial wave reach:
  * with 4 or fewer each scheduler has at most one warp and stalls on every shared-memory
@@ -353,7 +387,7 @@ static f32_plan pick_plan(const cml_ctx *ctx, const cml_gemm_desc *d) {
 
 /* ---- launch ---------------------------------------------------------------------------------- */
 
-template <int BM, int BN, int BK, int TM, int MINB, bool A_T, bool B_T, bool SPLIT>
+template <int BM, int BN, int BK, int TM, int MINB, bool A_T, bool B_T, bool SPLIT, int VAR>
 static cml_status f32_launch(cml_ctx *ctx, long long batch, const f32_operands *op, const cml__gemm_epi *epi,
                              const char *cfg_name) {
     static const char fn[] = "cml_gemm";
@@ -361,7 +395,7 @@ static cml_status f32_launch(cml_ctx *ctx, long long batch, const f32_operands *
     constexpr int smem_loop = cml__f32_smem_bytes<BM, BN, BK, A_T, B_T, 2>();
     constexpr int smem_epi = F32_EPI_ROWS(BM, TM) * BN * (int)sizeof(float);
     constexpr int smem = smem_loop > smem_epi ? smem_loop : smem_epi;
-    auto kernel = gemm_f32_kernel<BM, BN, BK, TM, A_T, B_T, MINB, SPLIT>;
+    auto kernel = gemm_f32_kernel<BM, BN, BK, TM, A_T, B_T, MINB, SPLIT, VAR>;
     if (smem > 48 * 1024) /* cheap; a static flag would not know the device */
         CML_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     f32_operands part = *op;
@@ -372,27 +406,43 @@ static cml_status f32_launch(cml_ctx *ctx, long long batch, const f32_operands *
                   (unsigned)((left < per_launch ? left : per_launch) * op->splits));
         kernel<<<grid, threads, smem, cml__stream(ctx)>>>(part, *epi);
         char what[64];
-        snprintf(what, sizeof what, "f32 %s %c%c splits=%d", cfg_name, A_T ? 'T' : 'N', B_T ? 'T' : 'N', op->splits);
+        snprintf(what, sizeof what, "f32 %s %c%c splits=%d variant=%d", cfg_name, A_T ? 'T' : 'N', B_T ? 'T' : 'N',
+                 op->splits, VAR);
         CML_TRY(cml__cuda_check_launch(fn, "gemm_f32_kernel", what, (long long)op->M * op->N * grid.z,
                                        grid.x * grid.y * grid.z, threads));
     }
     return CML_OK;
 }
 
-template <int BM, int BN, int BK, int TM, int MINB>
+template <int BM, int BN, int BK, int TM, int MINB, int VAR>
 static cml_status f32_launch_ops(cml_ctx *ctx, const cml_gemm_desc *d, const f32_operands *op,
                                  const cml__gemm_epi *epi, const char *cfg_name) {
     const bool a_t = d->op_a == CML_OP_T, b_t = d->op_b == CML_OP_T;
     if (op->splits > 1) {
-        if (!a_t && !b_t) return f32_launch<BM, BN, BK, TM, MINB, false, false, true>(ctx, d->batch, op, epi, cfg_name);
-        if (!a_t) return f32_launch<BM, BN, BK, TM, MINB, false, true, true>(ctx, d->batch, op, epi, cfg_name);
-        if (!b_t) return f32_launch<BM, BN, BK, TM, MINB, true, false, true>(ctx, d->batch, op, epi, cfg_name);
-        return f32_launch<BM, BN, BK, TM, MINB, true, true, true>(ctx, d->batch, op, epi, cfg_name);
+        if (!a_t && !b_t) return f32_launch<BM, BN, BK, TM, MINB, false, false, true, VAR>(ctx, d->batch, op, epi, cfg_name);
+        if (!a_t) return f32_launch<BM, BN, BK, TM, MINB, false, true, true, VAR>(ctx, d->batch, op, epi, cfg_name);
+        if (!b_t) return f32_launch<BM, BN, BK, TM, MINB, true, false, true, VAR>(ctx, d->batch, op, epi, cfg_name);
+        return f32_launch<BM, BN, BK, TM, MINB, true, true, true, VAR>(ctx, d->batch, op, epi, cfg_name);
     }
-    if (!a_t && !b_t) return f32_launch<BM, BN, BK, TM, MINB, false, false, false>(ctx, d->batch, op, epi, cfg_name);
-    if (!a_t) return f32_launch<BM, BN, BK, TM, MINB, false, true, false>(ctx, d->batch, op, epi, cfg_name);
-    if (!b_t) return f32_launch<BM, BN, BK, TM, MINB, true, false, false>(ctx, d->batch, op, epi, cfg_name);
-    return f32_launch<BM, BN, BK, TM, MINB, true, true, false>(ctx, d->batch, op, epi, cfg_name);
+    if (!a_t && !b_t) return f32_launch<BM, BN, BK, TM, MINB, false, false, false, VAR>(ctx, d->batch, op, epi, cfg_name);
+    if (!a_t) return f32_launch<BM, BN, BK, TM, MINB, false, true, false, VAR>(ctx, d->batch, op, epi, cfg_name);
+    if (!b_t) return f32_launch<BM, BN, BK, TM, MINB, true, false, false, VAR>(ctx, d->batch, op, epi, cfg_name);
+    return f32_launch<BM, BN, BK, TM, MINB, true, true, false, VAR>(ctx, d->batch, op, epi, cfg_name);
+}
+
+/* A configuration's launch; V6 (HAS_VAR) takes the session-14 main-loop variant in force. */
+template <int BM, int BN, int BK, int TM, int MINB, bool HAS_VAR>
+static cml_status f32_launch_cfg(cml_ctx *ctx, const cml_gemm_desc *d, const f32_operands *op,
+                                 const cml__gemm_epi *epi, const char *cfg_name) {
+    if constexpr (HAS_VAR) {
+        switch (f32_variant()) {
+        case 1: return f32_launch_ops<BM, BN, BK, TM, MINB, 1>(ctx, d, op, epi, cfg_name);
+        case 2: return f32_launch_ops<BM, BN, BK, TM, MINB, 2>(ctx, d, op, epi, cfg_name);
+        case 3: return f32_launch_ops<BM, BN, BK, TM, MINB, 3>(ctx, d, op, epi, cfg_name);
+        default: break;
+        }
+    }
+    return f32_launch_ops<BM, BN, BK, TM, MINB, 0>(ctx, d, op, epi, cfg_name);
 }
 
 /* The main kernel's epilogue with split K: a plain copy of each accumulator (alpha 1, nothing
@@ -484,7 +534,7 @@ extern "C" cml_status cml__gemm_f32(cml_ctx *ctx, const cml_gemm_desc *d, void *
     const char *name = CONFIGS[plan.cfg].name;
     cml_status st = CML_ERR_INTERNAL;
 #define F32_CASE(id, bm, bn, bk, tm, minb, r0, r1, r2) \
-    case CFG_##id: st = f32_launch_ops<bm, bn, bk, tm, minb>(ctx, d, &op, &main_epi, name); break;
+    case CFG_##id: st = f32_launch_cfg<bm, bn, bk, tm, minb, CFG_##id == CFG_V6>(ctx, d, &op, &main_epi, name); break;
     switch (plan.cfg) {
         F32_CONFIGS(F32_CASE)
     default: return cml__error(CML_ERR_INTERNAL, "cml_gemm: f32 configuration %d out of range", (int)plan.cfg);
@@ -511,6 +561,14 @@ extern "C" bool cml__gemm_f32_force_splits(int splits) {
     forced_splits = ok ? splits : 0;
     return ok;
 }
+
+extern "C" bool cml__gemm_f32_force_variant(int variant) {
+    const bool ok = variant >= -1 && variant < F32_VARIANTS;
+    forced_variant = ok ? variant : -1;
+    return ok;
+}
+
+extern "C" int cml__gemm_f32_variant(void) { return f32_variant(); }
 
 extern "C" const char *cml__gemm_f32_config_at(int index) {
     return index >= 0 && index < CFG_COUNT ? CONFIGS[index].name : NULL;

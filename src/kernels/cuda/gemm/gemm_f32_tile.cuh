@@ -123,6 +123,49 @@ template <int THREADS, int BK, int MN, bool KCONTIG> struct cml__f32_loader {
         }
     }
 
+    /* Session 14 (h14b) variants: one float4 of the share (index I) at a time, so that the next
+     * tile's staging can be spread over the k-steps (cml__f32_mainloop_h14). Same element
+     * placement as load / store. */
+    template <bool GUARD, int I> __device__ __forceinline__ void load_part(int k0, int K) {
+        if (SOME && !on) return;
+        if constexpr (KCONTIG) {
+            const float *p = src + (off[I] + k0);
+            if (!GUARD) {
+                reg[I] = __ldg((const float4 *)p);
+            } else {
+                const int kk = k0 + (idx(I) % (BK / 4)) * 4;
+                reg[I].x = kk + 0 < K ? __ldg(p + 0) : 0.0f;
+                reg[I].y = kk + 1 < K ? __ldg(p + 1) : 0.0f;
+                reg[I].z = kk + 2 < K ? __ldg(p + 2) : 0.0f;
+                reg[I].w = kk + 3 < K ? __ldg(p + 3) : 0.0f;
+            }
+        } else {
+            const float *p = src + (off[0] + (k0 + I * KSTEP) * ld);
+            const bool row_ok = !GUARD || k0 + idx(I) / (MN / 4) < K;
+            if (row_ok && valid == 4) {
+                reg[I] = __ldg((const float4 *)p);
+            } else {
+                const int v = row_ok ? valid : 0;
+                reg[I].x = v > 0 ? __ldg(p + 0) : 0.0f;
+                reg[I].y = v > 1 ? __ldg(p + 1) : 0.0f;
+                reg[I].z = v > 2 ? __ldg(p + 2) : 0.0f;
+                reg[I].w = 0.0f;
+            }
+        }
+    }
+    template <int LD, int I> __device__ __forceinline__ void store_part(float *S) const {
+        if (SOME && !on) return;
+        if constexpr (KCONTIG) {
+            const int row = idx(I) / (BK / 4), k = (idx(I) % (BK / 4)) * 4;
+            S[(k + 0) * LD + row] = reg[I].x;
+            S[(k + 1) * LD + row] = reg[I].y;
+            S[(k + 2) * LD + row] = reg[I].z;
+            S[(k + 3) * LD + row] = reg[I].w;
+        } else {
+            *(float4 *)&S[(idx(I) / (MN / 4)) * LD + (idx(I) % (MN / 4)) * 4] = reg[I];
+        }
+    }
+
     /* Writes the registers into a k-major shared tile S[BK][LD]. */
     template <int LD> __device__ __forceinline__ void store(float *S) const {
         if (SOME && !on) return;
@@ -158,7 +201,7 @@ template <int BN, int TM> struct cml__f32_thread_pos {
  * buffering, the production setting) or 1 (kept for the ladder). Needs
  * cml__f32_smem_bytes of dynamic shared memory. Ends with a __syncthreads, so a
  * caller may reuse the shared memory afterwards. */
-template <int BM, int BN, int BK, int TM, bool A_T, bool B_T, int STAGES>
+template <int BM, int BN, int BK, int TM, bool A_T, bool B_T, int STAGES, bool SERP = false>
 __device__ __forceinline__ void cml__f32_mainloop(float (&acc)[TM][8], const float *A, int lda, const float *B,
                                                   int ldb, int M, int N, int K, int m0, int n0) {
     constexpr int THREADS = CML_F32_THREADS(BM, BN, TM);
@@ -212,10 +255,20 @@ __device__ __forceinline__ void cml__f32_mainloop(float (&acc)[TM][8], const flo
             for (int q = 0; q < TM / 4; q++) *(float4 *)&a[4 * q] = *(const float4 *)(as + k * LDA_S + 16 * q);
             *(float4 *)&b[0] = *(const float4 *)(bs + k * LDB_S);
             *(float4 *)&b[4] = *(const float4 *)(bs + k * LDB_S + 32);
+            if constexpr (SERP) { /* session 14, variant 3 (see cml__f32_mainloop_h14) */
 #pragma unroll
-            for (int i = 0; i < TM; i++)
+                for (int i = 0; i < TM; i++)
 #pragma unroll
-                for (int j = 0; j < 8; j++) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+                    for (int jj = 0; jj < 8; jj++) {
+                        const int j = (i & 1) ? 7 - jj : jj;
+                        acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+                    }
+            } else {
+#pragma unroll
+                for (int i = 0; i < TM; i++)
+#pragma unroll
+                    for (int j = 0; j < 8; j++) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+            }
         }
         if (more) {
             const int next = STAGES == 2 ? cur ^ 1 : 0;
@@ -223,6 +276,150 @@ __device__ __forceinline__ void cml__f32_mainloop(float (&acc)[TM][8], const flo
             la.template store<LDA_S>(As + next * BK * LDA_S);
             lb.template store<LDB_S>(Bs + next * BK * LDB_S);
         }
+        __syncthreads();
+    }
+}
+
+/* ---- session 14 (helper h14b): main-loop variants behind CML_F32_VARIANT ----------------------
+ * Same tile, same thread layout, same shared layout and the same FFMA chain per output (k
+ * ascending, one fmaf a step, acc starting at +0): D is bitwise that of cml__f32_mainloop.
+ * What changes is what the SASS of the 128x128x16/8x8 loop showed (dev/gemm_f32/README.md,
+ * session 14):
+ *  VAR 1: the next k-tile's global -> shared staging in PER_THREAD phases of one float4 per
+ *         operand (phase p loaded at k = p BK / P, stored into the free buffer at the next
+ *         phase's start; the last at the tile's end): 8 staging registers live instead of 16,
+ *         and with them the k-step fragments double-buffered explicitly (a[2][TM], b[2][8]:
+ *         k+1's LDS issued before k's FFMA, so no k-step waits a shared-memory latency for
+ *         its fragments); the NN instance's spill goes. (Without the explicit fragment
+ *         buffers ptxas hoisted the fragment loads itself and spilled 16-100 bytes.)
+ *  VAR 2: VAR 1 + serpentine FFMA order: row i of the thread's 8x8 runs j = 0..7 when i is
+ *         even and 7..0 when odd, so the FFMA that fetches a new a[i] shares b[j] with the
+ *         one before it (operand-reuse cache): 2 register-bank reads on every FFMA instead of
+ *         3 on every 8th.
+ *  VAR 3: the old loop (cml__f32_mainloop) with the serpentine order only. */
+template <int TM, bool SERP>
+__device__ __forceinline__ void cml__f32_outer(float (&acc)[TM][8], const float (&a)[TM], const float (&b)[8]) {
+#pragma unroll
+    for (int i = 0; i < TM; i++)
+#pragma unroll
+        for (int jj = 0; jj < 8; jj++) {
+            const int j = SERP && (i & 1) ? 7 - jj : jj;
+            acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        }
+}
+
+/* Phase p's loads / stores: one float4 of each operand (p is a constant after unrolling; the
+ * loader's templates need it as one). */
+template <bool GUARD, int I, class LA, class LB>
+__device__ __forceinline__ void cml__f32_h14_load_i(LA &la, LB &lb, int k0, int K) {
+    if constexpr (I < LA::PER_THREAD) {
+        la.template load_part<GUARD, I>(k0, K);
+        lb.template load_part<GUARD, I>(k0, K);
+    }
+}
+template <bool GUARD, class LA, class LB>
+__device__ __forceinline__ void cml__f32_h14_load(LA &la, LB &lb, int k0, int K, int p) {
+    static_assert(LA::PER_THREAD <= 4, "at most 4 staging phases");
+    switch (p) {
+    case 0: cml__f32_h14_load_i<GUARD, 0>(la, lb, k0, K); break;
+    case 1: cml__f32_h14_load_i<GUARD, 1>(la, lb, k0, K); break;
+    case 2: cml__f32_h14_load_i<GUARD, 2>(la, lb, k0, K); break;
+    default: cml__f32_h14_load_i<GUARD, 3>(la, lb, k0, K); break;
+    }
+}
+template <int LDA_S, int LDB_S, int I, class LA, class LB>
+__device__ __forceinline__ void cml__f32_h14_store_i(const LA &la, const LB &lb, float *an, float *bn) {
+    if constexpr (I < LA::PER_THREAD) {
+        la.template store_part<LDA_S, I>(an);
+        lb.template store_part<LDB_S, I>(bn);
+    }
+}
+template <int LDA_S, int LDB_S, class LA, class LB>
+__device__ __forceinline__ void cml__f32_h14_store(const LA &la, const LB &lb, float *an, float *bn, int p) {
+    switch (p) {
+    case 0: cml__f32_h14_store_i<LDA_S, LDB_S, 0>(la, lb, an, bn); break;
+    case 1: cml__f32_h14_store_i<LDA_S, LDB_S, 1>(la, lb, an, bn); break;
+    case 2: cml__f32_h14_store_i<LDA_S, LDB_S, 2>(la, lb, an, bn); break;
+    default: cml__f32_h14_store_i<LDA_S, LDB_S, 3>(la, lb, an, bn); break;
+    }
+}
+
+template <int BM, int BN, int BK, int TM, bool A_T, bool B_T, int VAR>
+__device__ __forceinline__ void cml__f32_mainloop_h14(float (&acc)[TM][8], const float *A, int lda, const float *B,
+                                                      int ldb, int M, int N, int K, int m0, int n0) {
+    constexpr int THREADS = CML_F32_THREADS(BM, BN, TM);
+    constexpr int LDA_S = cml__f32_lds_a<BM, A_T>::value, LDB_S = cml__f32_lds_b<BN, B_T>::value;
+    constexpr bool SERP = VAR == 2;
+    using LA = cml__f32_loader<THREADS, BK, BM, !A_T>;
+    using LB = cml__f32_loader<THREADS, BK, BN, B_T>;
+    constexpr int P = LA::PER_THREAD; /* staging phases: one float4 of A and one of B each */
+    static_assert(!LA::SOME && !LB::SOME && LB::PER_THREAD == P && BK % P == 0 && TM % 4 == 0,
+                  "the h14 variants need every thread loading the same share of A and B");
+    constexpr int KP = BK / P; /* k-steps a phase */
+    float *const As = cml__f32_smem;                  /* [2][BK][LDA_S] */
+    float *const Bs = cml__f32_smem + 2 * BK * LDA_S; /* [2][BK][LDB_S] */
+
+    LA la;
+    LB lb;
+    la.init(A, lda, m0, M);
+    lb.init(B, ldb, n0, N);
+    const cml__f32_thread_pos<BN, TM> pos(threadIdx.x);
+
+#pragma unroll
+    for (int i = 0; i < TM; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc[i][j] = 0.0f;
+
+    const int KT = (K + BK - 1) / BK;
+    const bool tail = K % BK != 0;
+    /* the first tile: whole, as the old loop */
+    if (KT == 1 && tail) {
+        la.template load<true>(0, K);
+        lb.template load<true>(0, K);
+    } else {
+        la.template load<false>(0, K);
+        lb.template load<false>(0, K);
+    }
+    la.template store<LDA_S>(As);
+    lb.template store<LDB_S>(Bs);
+    __syncthreads();
+
+    for (int kt = 0; kt < KT; kt++) {
+        const int cur = kt & 1;
+        const bool more = kt + 1 < KT;
+        const bool guard = tail && kt + 2 == KT;
+        const int k0n = (kt + 1) * BK;
+        const float *as = As + cur * BK * LDA_S + pos.row0;
+        const float *bs = Bs + cur * BK * LDB_S + pos.col0;
+        float *const an = As + (cur ^ 1) * BK * LDA_S;
+        float *const bn = Bs + (cur ^ 1) * BK * LDB_S;
+        float a[2][TM], b[2][8];
+#pragma unroll
+        for (int q = 0; q < TM / 4; q++) *(float4 *)&a[0][4 * q] = *(const float4 *)(as + 16 * q);
+        *(float4 *)&b[0][0] = *(const float4 *)(bs);
+        *(float4 *)&b[0][4] = *(const float4 *)(bs + 32);
+#pragma unroll
+        for (int k = 0; k < BK; k++) {
+            /* staging: phase p's store (of what phase p - 1 loaded), then phase p's load */
+            if (k % KP == 0 && more) {
+                const int p = k / KP;
+                if (p > 0) {
+                    cml__f32_h14_store<LDA_S, LDB_S>(la, lb, an, bn, p - 1);
+                }
+                if (guard) cml__f32_h14_load<true>(la, lb, k0n, K, p);
+                else cml__f32_h14_load<false>(la, lb, k0n, K, p);
+            }
+            if (k + 1 < BK) { /* the next k's fragments, before this k's FFMA */
+                const int nx = (k + 1) & 1;
+#pragma unroll
+                for (int q = 0; q < TM / 4; q++)
+                    *(float4 *)&a[nx][4 * q] = *(const float4 *)(as + (k + 1) * LDA_S + 16 * q);
+                *(float4 *)&b[nx][0] = *(const float4 *)(bs + (k + 1) * LDB_S);
+                *(float4 *)&b[nx][4] = *(const float4 *)(bs + (k + 1) * LDB_S + 32);
+            }
+            cml__f32_outer<TM, SERP>(acc, a[k & 1], b[k & 1]);
+        }
+        if (more) cml__f32_h14_store<LDA_S, LDB_S>(la, lb, an, bn, P - 1);
         __syncthreads();
     }
 }
