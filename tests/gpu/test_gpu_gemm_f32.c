@@ -16,11 +16,7 @@
  *  - split K (cml__gemm_f32_force_splits): K = 1 and 7 (shorter than the splits),
  *    33, 1025, with every epilogue, f16 / bf16 outputs, every tile configuration,
  *    batches (65537 too), dbias and the workspace query through cml_gemm, and the
- *    estimate's own split on a weight-gradient shape;
- *  - session 14's main-loop variants of the 128x128x16/8x8 configuration
- *    (cml__gemm_f32_force_variant 0..3, CML_F32_VARIANT): every variant on the
- *    awkward shapes above, all four transposes, beta, bias, batches and split K, and
- *    each variant's D bitwise equal to variant 0's on the same inputs.
+ *    estimate's own split on a weight-gradient shape.
  * D (and aux) are poisoned (0xFF: NaN) before each run, the padding around
  * them must still be poison afterwards, and two runs must be bitwise identical.
  * Exits 77 ("skipped") without a GPU or in a build without CUDA. */
@@ -145,11 +141,6 @@ static void check_untouched(const char *what, const char *name, const gemm_buf *
     }
 }
 
-/* When set, run_case keeps a copy of the last D it downloaded (bytes, poison included). */
-static bool capture_d;
-static unsigned char *captured;
-static size_t captured_bytes;
-
 /* Runs one case through cml__gemm_f32 (twice) and compares with the float64 reference. */
 static void run_case(const f32_case *c, bool expect_takes) {
     char what[400];
@@ -189,12 +180,6 @@ static void run_case(const f32_case *c, bool expect_takes) {
             download(run == 0 ? got : again, dD.storage, x.D.bytes);
         }
         CHECK_MSG(memcmp(got, again, x.D.bytes) == 0, "%s: a repeat run differs", what);
-        if (capture_d) {
-            free(captured);
-            captured = malloc(x.D.bytes);
-            captured_bytes = captured ? x.D.bytes : 0;
-            if (captured) memcpy(captured, got, x.D.bytes);
-        }
         const size_t doff = (size_t)((char *)x.D.data - (char *)x.D.storage);
         gemm_unpack(out, got + doff, g->d_dtype, Bt, M, N, d.ldd, d.stride_d);
         const double err = gemm_rel_error_rows(out, ref, Bt, M, N, row_step);
@@ -552,72 +537,6 @@ static void test_split_k(void) {
     }
 }
 
-/* Session 14's main-loop variants (cml__gemm_f32_force_variant; 128x128x16/8x8 only): each
- * variant forced on awkward shapes with that configuration forced, against the float64
- * reference (run_case: poisoned D, padding untouched, bitwise repeat), and its D bitwise equal
- * to variant 0's on the same inputs (same rng state); unsplit and with 3 K splits. */
-static void test_variants(void) {
-    static const int64_t shapes[][4] = {{1, 1, 1, 1},        {7, 127, 5, 1},   {127, 1025, 9, 1}, {1025, 130, 1023, 1},
-                                        {257, 129, 33, 2},   {130, 70, 333, 1}, {300, 77, 4095, 1}, {256, 256, 64, 1},
-                                        {129, 255, 17, 3}};
-    CHECK(cml__gemm_f32_force_variant(-1));
-    printf("  variant in force (CML_F32_VARIANT): %d\n", cml__gemm_f32_variant());
-    CHECK(!cml__gemm_f32_force_variant(4) && !cml__gemm_f32_force_variant(-2));
-    CHECK(cml__gemm_f32_force_config("128x128x16/8x8"));
-    int compared = 0, differ = 0;
-    for (int split = 0; split < 2; split++) {
-        CHECK(cml__gemm_f32_force_splits(split ? 3 : 0));
-        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-            for (int t = 0; t < 4; t++) {
-                if (split && shapes[s][2] < 33) continue;
-                f32_case c = plain(t & 1 ? CML_OP_T : CML_OP_N, t & 2 ? CML_OP_T : CML_OP_N, shapes[s][0],
-                                   shapes[s][1], shapes[s][2], shapes[s][3]);
-                c.pad4 = (int64_t)(s + (size_t)t) % 3;
-                c.offset = t % 2 ? 4 : 0;
-                if (s % 3 == 2) {
-                    c.g.beta = 0.5f;
-                    c.g.bias = true;
-                    c.g.alpha = 0.75f;
-                    c.g.epilogue = t % 2 ? CML_EPILOGUE_GELU_TANH : CML_EPILOGUE_RELU;
-                }
-                const cml_rng saved = rng;
-                unsigned char *base = NULL;
-                size_t base_bytes = 0;
-                for (int v = 0; v < 4; v++) {
-                    CHECK(cml__gemm_f32_force_variant(v));
-                    CHECK(cml__gemm_f32_variant() == v);
-                    rng = saved; /* the same inputs for every variant */
-                    capture_d = true;
-                    free(captured);
-                    captured = NULL;
-                    captured_bytes = 0;
-                    run_case(&c, true);
-                    capture_d = false;
-                    if (v == 0) {
-                        base = captured;
-                        base_bytes = captured_bytes;
-                        captured = NULL;
-                    } else if (base != NULL && captured != NULL) {
-                        compared++;
-                        const bool same = base_bytes == captured_bytes && memcmp(base, captured, base_bytes) == 0;
-                        differ += !same;
-                        char what[400];
-                        gemm_case_str(&c.g, what, sizeof what);
-                        CHECK_MSG(same, "%s, %d splits: variant %d's D differs from variant 0's", what, split ? 3 : 1, v);
-                    }
-                }
-                free(base);
-            }
-    }
-    free(captured);
-    captured = NULL;
-    CHECK(cml__gemm_f32_force_splits(0));
-    CHECK(cml__gemm_f32_force_config(NULL));
-    CHECK(cml__gemm_f32_force_variant(-1));
-    printf("  %d variant runs compared with variant 0: %d differ\n", compared, differ);
-    CHECK(compared > 0);
-}
-
 int main(void) {
     int rc = gpu_test_init(0x5eed32);
     if (rc) return rc;
@@ -627,7 +546,6 @@ int main(void) {
     RUN(test_epilogues);
     RUN(test_batches);
     RUN(test_split_k);
-    RUN(test_variants);
     return th_finish();
 }
 #endif

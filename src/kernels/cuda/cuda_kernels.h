@@ -167,12 +167,6 @@ bool cml__gemm_f32_force_config(const char *name);
  * forced one) gives; 0 goes back to the estimate; false (and no forcing) outside 0..16.
  * Process-wide, not thread-safe. */
 bool cml__gemm_f32_force_splits(int splits);
-/* Session 14 (h14b): the main-loop variant of the 128x128x16/8x8 f32 configuration, 0..3 (0 =
- * the library's loop; every variant gives bitwise the same D), or -1: the environment's
- * CML_F32_VARIANT (read once; 0 when unset). false (and -1) when out of range. Process-wide. */
-bool cml__gemm_f32_force_variant(int variant);
-/* The variant in force (for tests and benchmarks). */
-int cml__gemm_f32_variant(void);
 /* The K splits cml__gemm_f32 uses for desc (1: none; for tests and benchmarks). */
 int cml__gemm_f32_splits(const cml_ctx *ctx, const cml_gemm_desc *desc);
 /* Bytes of ctx workspace the f32 path takes for desc (its split-K partials; 0 when it does not split). */

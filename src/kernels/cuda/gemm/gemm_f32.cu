@@ -30,7 +30,6 @@
  * strides multiples of 4 elements, each stored A and B under 2^31 elements, K >= 1.
  * C, D, aux and bias have no alignment rule (the epilogue checks pairs). */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cuda/common/check.cuh"
@@ -127,29 +126,26 @@ static __device__ __forceinline__ void f32_epilogue(const float (&acc)[TM][8], c
  * kernels stay exactly as they were: the split's K range held in registers through the main loop
  * made ptxas spill (~56 bytes) in the 128 x 128 x 16 / 8 x 8 tile, which sits at the 128-register
  * cap of 2 blocks x 256 threads. */
-/* VAR: the main loop, 0 = cml__f32_mainloop (the library's), 1, 2 = cml__f32_mainloop_h14, 3 =
- * cml__f32_mainloop in serpentine order (session 14, CML_F32_VARIANT; 128x128x16/8x8 only;
- * same results bit for bit). */
-template <int BM, int BN, int BK, int TM, bool A_T, bool B_T, int VAR>
+/* PHASED: cml__f32_mainloop_phased (the 128x128x16/8x8 configuration), else cml__f32_mainloop; the
+ * same results bit for bit (gemm_f32_tile.cuh). */
+template <int BM, int BN, int BK, int TM, bool A_T, bool B_T, bool PHASED>
 static __device__ __forceinline__ void f32_mainloop(float (&acc)[TM][8], const float *A, int lda, const float *B,
                                                     int ldb, int M, int N, int K, int m0, int n0) {
-    if constexpr (VAR == 0)
-        cml__f32_mainloop<BM, BN, BK, TM, A_T, B_T, 2>(acc, A, lda, B, ldb, M, N, K, m0, n0);
-    else if constexpr (VAR == 3)
-        cml__f32_mainloop<BM, BN, BK, TM, A_T, B_T, 2, true>(acc, A, lda, B, ldb, M, N, K, m0, n0);
+    if constexpr (PHASED)
+        cml__f32_mainloop_phased<BM, BN, BK, TM, A_T, B_T>(acc, A, lda, B, ldb, M, N, K, m0, n0);
     else
-        cml__f32_mainloop_h14<BM, BN, BK, TM, A_T, B_T, VAR>(acc, A, lda, B, ldb, M, N, K, m0, n0);
+        cml__f32_mainloop<BM, BN, BK, TM, A_T, B_T, 2>(acc, A, lda, B, ldb, M, N, K, m0, n0);
 }
 
-template <int BM, int BN, int BK, int TM, bool A_T, bool B_T, int MINB, bool SPLIT, int VAR>
+template <int BM, int BN, int BK, int TM, bool A_T, bool B_T, int MINB, bool SPLIT, bool PHASED>
 static __global__ void __launch_bounds__(CML_F32_THREADS(BM, BN, TM), MINB)
     gemm_f32_kernel(const __grid_constant__ f32_operands op, const __grid_constant__ cml__gemm_epi epi) {
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
     float acc[TM][8];
     if constexpr (!SPLIT) {
         const long long b = op.batch0 + blockIdx.z;
-        f32_mainloop<BM, BN, BK, TM, A_T, B_T, VAR>(acc, op.A + b * op.stride_a, op.lda, op.B + b * op.stride_b,
-                                                    op.ldb, op.M, op.N, op.K, m0, n0);
+        f32_mainloop<BM, BN, BK, TM, A_T, B_T, PHASED>(acc, op.A + b * op.stride_a, op.lda, op.B + b * op.stride_b,
+                                                       op.ldb, op.M, op.N, op.K, m0, n0);
         f32_epilogue<BM, BN, TM>(acc, epi, b, m0, n0);
     } else {
         const int split = (int)(blockIdx.z % (unsigned)op.splits);
@@ -159,7 +155,7 @@ static __global__ void __launch_bounds__(CML_F32_THREADS(BM, BN, TM), MINB)
         const int k0 = split * op.k_chunk, k_len = min(op.K - k0, op.k_chunk);
         const float *A = op.A + b * op.stride_a + (A_T ? (long long)k0 * op.lda : (long long)k0);
         const float *B = op.B + b * op.stride_b + (B_T ? (long long)k0 : (long long)k0 * op.ldb);
-        f32_mainloop<BM, BN, BK, TM, A_T, B_T, VAR>(acc, A, op.lda, B, op.ldb, op.M, op.N, k_len, m0, n0);
+        f32_mainloop<BM, BN, BK, TM, A_T, B_T, PHASED>(acc, A, op.lda, B, op.ldb, op.M, op.N, k_len, m0, n0);
         /* epi is the copy into the partials, whose "batch" index is batch * splits + split */
         f32_epilogue<BM, BN, TM>(acc, epi, (op.batch0 + blockIdx.z / (unsigned)op.splits) * op.splits +
                                                (int)(blockIdx.z % (unsigned)op.splits), m0, n0);
@@ -204,16 +200,18 @@ static __global__ void __launch_bounds__(F32_FINISH_THREADS)
  * stored contiguous along K: 0 (op TN), 1 (NN, TT), 2 (NT)), largest tiles first. The rates
  * and warp_share below are fitted (dev/gemm_f32/fit_pick.py) to every configuration timed
  * on the 20 shapes of `camel bench gemm --dtype f32 --set square,gpt2,batched` (run 3 in
- * dev/gemm_f32/README.md; refitted to run 4). Why these five:
+ * dev/gemm_f32/README.md; refitted to run 4; V6's NN / NT rates raised by the phased loop's measured
+ * +2.3% / +5.3% in session 14). Why these five:
  *   L16  128x128x16, 16x8, 128 threads, 2/SM (8 warps): the best TN rate with many tiles (lm dW)
  *   V6   128x128x16,  8x8, 256 threads, 2/SM (16 warps): the best on squares, NN and NT (both
- *        operands loaded along K), and a last partial wave of 8-warp blocks
+ *        operands loaded along K), and a last partial wave of 8-warp blocks; its own main loop
+ *        (cml__f32_mainloop_phased)
  *   M     64x128x8,   8x8, 128 threads, 3/SM; S 64x64x8, 8x8, 64 threads, 6/SM; T16
  *        32x64x16, 4x8, 64 threads, 8/SM: more, smaller tiles when the tiles are few
  *        (the K = 8192 weight gradients, which pick_plan may also split along K) */
 #define F32_CONFIGS(X)                                \
     X(L16, 128, 128, 16, 16, 2, 45.6, 41.8, 41.3)     \
-    X(V6, 128, 128, 16, 8, 2, 44.8, 45.6, 42.6)       \
+    X(V6, 128, 128, 16, 8, 2, 44.8, 46.6, 44.9)       \
     X(M, 64, 128, 8, 8, 3, 45.9, 40.3, 37.0)          \
     X(S, 64, 64, 8, 8, 6, 40.9, 38.0, 36.7)           \
     X(T16, 32, 64, 16, 4, 8, 36.2, 34.5, 30.8)
@@ -235,25 +233,6 @@ static const f32_config_info CONFIGS[CFG_COUNT] = {F32_CONFIGS(F32_INFO)};
 
 static int forced_config = -1;
 static int forced_splits = 0; /* 0: the estimate's */
-
-/* Session 14 (helper h14b): the main-loop variant of the 128x128x16/8x8 configuration (V6):
- * 0 = the library's loop, 1 = the next tile staged in two phases + explicitly double-buffered
- * fragments, 2 = 1 + serpentine FFMA order (cml__f32_mainloop_h14), 3 = the library's loop
- * with the serpentine order only. The environment's CML_F32_VARIANT,
- * read once; cml__gemm_f32_force_variant overrides it. The estimate (pick_plan) does not
- * depend on it. Every variant gives bitwise the same D. */
-#define F32_VARIANTS 4
-static int forced_variant = -1;
-static int f32_variant(void) {
-    static int env = -1;
-    if (forced_variant >= 0) return forced_variant;
-    if (env < 0) {
-        const char *v = getenv("CML_F32_VARIANT");
-        const int x = v != NULL ? atoi(v) : 0;
-        env = x >= 0 && x < F32_VARIANTS ? x : 0;
-    }
-    return env;
-}
 
 /* Share of an SM's full rate that `warps` resident warps of a last, partial wave reach:
  * with 4 or fewer each scheduler has at most one warp and stalls on every shared-memory
@@ -332,9 +311,11 @@ static double estimate_seconds(const f32_config_info *ci, const cml_gemm_desc *d
 }
 
 /* The estimate's choice among the configurations (the forced one only, when forced) for `want`
- * splits: candidates largest tile first, a later one taken only when estimated clearly faster
+ * splits: candidates largest tile first, a smaller tile taken only when estimated clearly faster
  * (the estimate is good to ~6%; a smaller tile moves more bytes per flop and leaves fewer warps a
- * tile for the partial wave). *cost: its estimated seconds. */
+ * tile for the partial wave), one of the same size when estimated faster at all (V6 over L16: the
+ * GPT-2 NT forwards 8192 x 3072 / 50304 x 768 ran 9% faster on V6, session 14). *cost: its
+ * estimated seconds. */
 static f32_plan pick_tile(const cml_gemm_desc *d, double sms, int want, double *cost) {
     const bool cfg_forced = forced_config >= 0 && config_fits(&CONFIGS[forced_config], d);
     f32_plan best = split_plan(cfg_forced ? (f32_config)forced_config : CFG_FALLBACK, d->K, want);
@@ -343,7 +324,8 @@ static f32_plan pick_tile(const cml_gemm_desc *d, double sms, int want, double *
         if (!config_fits(&CONFIGS[c], d) || (cfg_forced && c != forced_config)) continue;
         const f32_plan p = split_plan((f32_config)c, d->K, want);
         const double t = estimate_seconds(&CONFIGS[c], d, &p, sms);
-        if (best_cost < 0 || t < best_cost * (1.0 - F32_SMALLER_TILE_MARGIN)) {
+        const bool smaller = CONFIGS[c].bm * CONFIGS[c].bn < CONFIGS[best.cfg].bm * CONFIGS[best.cfg].bn;
+        if (best_cost < 0 || t < best_cost * (1.0 - (smaller ? F32_SMALLER_TILE_MARGIN : 0.0))) {
             best = p;
             best_cost = t;
         }
@@ -387,7 +369,7 @@ static f32_plan pick_plan(const cml_ctx *ctx, const cml_gemm_desc *d) {
 
 /* ---- launch ---------------------------------------------------------------------------------- */
 
-template <int BM, int BN, int BK, int TM, int MINB, bool A_T, bool B_T, bool SPLIT, int VAR>
+template <int BM, int BN, int BK, int TM, int MINB, bool A_T, bool B_T, bool SPLIT, bool PHASED>
 static cml_status f32_launch(cml_ctx *ctx, long long batch, const f32_operands *op, const cml__gemm_epi *epi,
                              const char *cfg_name) {
     static const char fn[] = "cml_gemm";
@@ -395,7 +377,7 @@ static cml_status f32_launch(cml_ctx *ctx, long long batch, const f32_operands *
     constexpr int smem_loop = cml__f32_smem_bytes<BM, BN, BK, A_T, B_T, 2>();
     constexpr int smem_epi = F32_EPI_ROWS(BM, TM) * BN * (int)sizeof(float);
     constexpr int smem = smem_loop > smem_epi ? smem_loop : smem_epi;
-    auto kernel = gemm_f32_kernel<BM, BN, BK, TM, A_T, B_T, MINB, SPLIT, VAR>;
+    auto kernel = gemm_f32_kernel<BM, BN, BK, TM, A_T, B_T, MINB, SPLIT, PHASED>;
     if (smem > 48 * 1024) /* cheap; a static flag would not know the device */
         CML_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     f32_operands part = *op;
@@ -406,43 +388,27 @@ static cml_status f32_launch(cml_ctx *ctx, long long batch, const f32_operands *
                   (unsigned)((left < per_launch ? left : per_launch) * op->splits));
         kernel<<<grid, threads, smem, cml__stream(ctx)>>>(part, *epi);
         char what[64];
-        snprintf(what, sizeof what, "f32 %s %c%c splits=%d variant=%d", cfg_name, A_T ? 'T' : 'N', B_T ? 'T' : 'N',
-                 op->splits, VAR);
+        snprintf(what, sizeof what, "f32 %s %c%c splits=%d", cfg_name, A_T ? 'T' : 'N', B_T ? 'T' : 'N', op->splits);
         CML_TRY(cml__cuda_check_launch(fn, "gemm_f32_kernel", what, (long long)op->M * op->N * grid.z,
                                        grid.x * grid.y * grid.z, threads));
     }
     return CML_OK;
 }
 
-template <int BM, int BN, int BK, int TM, int MINB, int VAR>
+template <int BM, int BN, int BK, int TM, int MINB, bool PHASED>
 static cml_status f32_launch_ops(cml_ctx *ctx, const cml_gemm_desc *d, const f32_operands *op,
                                  const cml__gemm_epi *epi, const char *cfg_name) {
     const bool a_t = d->op_a == CML_OP_T, b_t = d->op_b == CML_OP_T;
     if (op->splits > 1) {
-        if (!a_t && !b_t) return f32_launch<BM, BN, BK, TM, MINB, false, false, true, VAR>(ctx, d->batch, op, epi, cfg_name);
-        if (!a_t) return f32_launch<BM, BN, BK, TM, MINB, false, true, true, VAR>(ctx, d->batch, op, epi, cfg_name);
-        if (!b_t) return f32_launch<BM, BN, BK, TM, MINB, true, false, true, VAR>(ctx, d->batch, op, epi, cfg_name);
-        return f32_launch<BM, BN, BK, TM, MINB, true, true, true, VAR>(ctx, d->batch, op, epi, cfg_name);
+        if (!a_t && !b_t) return f32_launch<BM, BN, BK, TM, MINB, false, false, true, PHASED>(ctx, d->batch, op, epi, cfg_name);
+        if (!a_t) return f32_launch<BM, BN, BK, TM, MINB, false, true, true, PHASED>(ctx, d->batch, op, epi, cfg_name);
+        if (!b_t) return f32_launch<BM, BN, BK, TM, MINB, true, false, true, PHASED>(ctx, d->batch, op, epi, cfg_name);
+        return f32_launch<BM, BN, BK, TM, MINB, true, true, true, PHASED>(ctx, d->batch, op, epi, cfg_name);
     }
-    if (!a_t && !b_t) return f32_launch<BM, BN, BK, TM, MINB, false, false, false, VAR>(ctx, d->batch, op, epi, cfg_name);
-    if (!a_t) return f32_launch<BM, BN, BK, TM, MINB, false, true, false, VAR>(ctx, d->batch, op, epi, cfg_name);
-    if (!b_t) return f32_launch<BM, BN, BK, TM, MINB, true, false, false, VAR>(ctx, d->batch, op, epi, cfg_name);
-    return f32_launch<BM, BN, BK, TM, MINB, true, true, false, VAR>(ctx, d->batch, op, epi, cfg_name);
-}
-
-/* A configuration's launch; V6 (HAS_VAR) takes the session-14 main-loop variant in force. */
-template <int BM, int BN, int BK, int TM, int MINB, bool HAS_VAR>
-static cml_status f32_launch_cfg(cml_ctx *ctx, const cml_gemm_desc *d, const f32_operands *op,
-                                 const cml__gemm_epi *epi, const char *cfg_name) {
-    if constexpr (HAS_VAR) {
-        switch (f32_variant()) {
-        case 1: return f32_launch_ops<BM, BN, BK, TM, MINB, 1>(ctx, d, op, epi, cfg_name);
-        case 2: return f32_launch_ops<BM, BN, BK, TM, MINB, 2>(ctx, d, op, epi, cfg_name);
-        case 3: return f32_launch_ops<BM, BN, BK, TM, MINB, 3>(ctx, d, op, epi, cfg_name);
-        default: break;
-        }
-    }
-    return f32_launch_ops<BM, BN, BK, TM, MINB, 0>(ctx, d, op, epi, cfg_name);
+    if (!a_t && !b_t) return f32_launch<BM, BN, BK, TM, MINB, false, false, false, PHASED>(ctx, d->batch, op, epi, cfg_name);
+    if (!a_t) return f32_launch<BM, BN, BK, TM, MINB, false, true, false, PHASED>(ctx, d->batch, op, epi, cfg_name);
+    if (!b_t) return f32_launch<BM, BN, BK, TM, MINB, true, false, false, PHASED>(ctx, d->batch, op, epi, cfg_name);
+    return f32_launch<BM, BN, BK, TM, MINB, true, true, false, PHASED>(ctx, d->batch, op, epi, cfg_name);
 }
 
 /* The main kernel's epilogue with split K: a plain copy of each accumulator (alpha 1, nothing
@@ -534,7 +500,7 @@ extern "C" cml_status cml__gemm_f32(cml_ctx *ctx, const cml_gemm_desc *d, void *
     const char *name = CONFIGS[plan.cfg].name;
     cml_status st = CML_ERR_INTERNAL;
 #define F32_CASE(id, bm, bn, bk, tm, minb, r0, r1, r2) \
-    case CFG_##id: st = f32_launch_cfg<bm, bn, bk, tm, minb, CFG_##id == CFG_V6>(ctx, d, &op, &main_epi, name); break;
+    case CFG_##id: st = f32_launch_ops<bm, bn, bk, tm, minb, CFG_##id == CFG_V6>(ctx, d, &op, &main_epi, name); break;
     switch (plan.cfg) {
         F32_CONFIGS(F32_CASE)
     default: return cml__error(CML_ERR_INTERNAL, "cml_gemm: f32 configuration %d out of range", (int)plan.cfg);
@@ -561,14 +527,6 @@ extern "C" bool cml__gemm_f32_force_splits(int splits) {
     forced_splits = ok ? splits : 0;
     return ok;
 }
-
-extern "C" bool cml__gemm_f32_force_variant(int variant) {
-    const bool ok = variant >= -1 && variant < F32_VARIANTS;
-    forced_variant = ok ? variant : -1;
-    return ok;
-}
-
-extern "C" int cml__gemm_f32_variant(void) { return f32_variant(); }
 
 extern "C" const char *cml__gemm_f32_config_at(int index) {
     return index >= 0 && index < CFG_COUNT ? CONFIGS[index].name : NULL;

@@ -123,8 +123,8 @@ template <int THREADS, int BK, int MN, bool KCONTIG> struct cml__f32_loader {
         }
     }
 
-    /* Session 14 (h14b) variants: one float4 of the share (index I) at a time, so that the next
-     * tile's staging can be spread over the k-steps (cml__f32_mainloop_h14). Same element
+    /* One float4 of the share (index I) at a time, so that the next tile's staging can be spread
+     * over the k-steps (cml__f32_mainloop_phased). Same element
      * placement as load / store. */
     template <bool GUARD, int I> __device__ __forceinline__ void load_part(int k0, int K) {
         if (SOME && !on) return;
@@ -201,7 +201,7 @@ template <int BN, int TM> struct cml__f32_thread_pos {
  * buffering, the production setting) or 1 (kept for the ladder). Needs
  * cml__f32_smem_bytes of dynamic shared memory. Ends with a __syncthreads, so a
  * caller may reuse the shared memory afterwards. */
-template <int BM, int BN, int BK, int TM, bool A_T, bool B_T, int STAGES, bool SERP = false>
+template <int BM, int BN, int BK, int TM, bool A_T, bool B_T, int STAGES>
 __device__ __forceinline__ void cml__f32_mainloop(float (&acc)[TM][8], const float *A, int lda, const float *B,
                                                   int ldb, int M, int N, int K, int m0, int n0) {
     constexpr int THREADS = CML_F32_THREADS(BM, BN, TM);
@@ -255,20 +255,10 @@ __device__ __forceinline__ void cml__f32_mainloop(float (&acc)[TM][8], const flo
             for (int q = 0; q < TM / 4; q++) *(float4 *)&a[4 * q] = *(const float4 *)(as + k * LDA_S + 16 * q);
             *(float4 *)&b[0] = *(const float4 *)(bs + k * LDB_S);
             *(float4 *)&b[4] = *(const float4 *)(bs + k * LDB_S + 32);
-            if constexpr (SERP) { /* session 14, variant 3 (see cml__f32_mainloop_h14) */
 #pragma unroll
-                for (int i = 0; i < TM; i++)
+            for (int i = 0; i < TM; i++)
 #pragma unroll
-                    for (int jj = 0; jj < 8; jj++) {
-                        const int j = (i & 1) ? 7 - jj : jj;
-                        acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-                    }
-            } else {
-#pragma unroll
-                for (int i = 0; i < TM; i++)
-#pragma unroll
-                    for (int j = 0; j < 8; j++) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-            }
+                for (int j = 0; j < 8; j++) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
         }
         if (more) {
             const int next = STAGES == 2 ? cur ^ 1 : 0;
@@ -280,30 +270,28 @@ __device__ __forceinline__ void cml__f32_mainloop(float (&acc)[TM][8], const flo
     }
 }
 
-/* ---- session 14 (helper h14b): main-loop variants behind CML_F32_VARIANT ----------------------
- * Same tile, same thread layout, same shared layout and the same FFMA chain per output (k
- * ascending, one fmaf a step, acc starting at +0): D is bitwise that of cml__f32_mainloop.
- * What changes is what the SASS of the 128x128x16/8x8 loop showed (dev/gemm_f32/README.md,
- * session 14):
- *  VAR 1: the next k-tile's global -> shared staging in PER_THREAD phases of one float4 per
- *         operand (phase p loaded at k = p BK / P, stored into the free buffer at the next
- *         phase's start; the last at the tile's end): 8 staging registers live instead of 16,
- *         and with them the k-step fragments double-buffered explicitly (a[2][TM], b[2][8]:
- *         k+1's LDS issued before k's FFMA, so no k-step waits a shared-memory latency for
- *         its fragments); the NN instance's spill goes. (Without the explicit fragment
- *         buffers ptxas hoisted the fragment loads itself and spilled 16-100 bytes.)
- *  VAR 2: VAR 1 + serpentine FFMA order: row i of the thread's 8x8 runs j = 0..7 when i is
- *         even and 7..0 when odd, so the FFMA that fetches a new a[i] shares b[j] with the
- *         one before it (operand-reuse cache): 2 register-bank reads on every FFMA instead of
- *         3 on every 8th.
- *  VAR 3: the old loop (cml__f32_mainloop) with the serpentine order only. */
-template <int TM, bool SERP>
-__device__ __forceinline__ void cml__f32_outer(float (&acc)[TM][8], const float (&a)[TM], const float (&b)[8]) {
+/* ---- the phased main loop (session 14, helper h14b; the 128x128x16/8x8 configuration) -------------
+ * Same tile, thread layout and shared layout as cml__f32_mainloop and the same FFMA chain per
+ * output (k ascending, one fmaf a step, acc starting at +0), so D is bitwise the same; what differs
+ * is what the SASS of that loop showed (dev/gemm_f32/README.md, session 14):
+ *  - the next k-tile's global -> shared staging goes in PER_THREAD phases of one float4 per operand
+ *    (phase p loaded at k = p BK / P, stored into the free buffer at the next phase's start, the
+ *    last at the tile's end): 8 staging registers live instead of 16, no spill at the 128-register
+ *    cap, and with them the k-step fragments double-buffered explicitly (k + 1's LDS issued before
+ *    k's FFMAs, so no k-step waits a shared-memory latency for its fragments);
+ *  - serpentine FFMA order: row i of the thread's 8x8 runs j = 0..7 when i is even and 7..0 when odd,
+ *    so the FFMA that fetches a new a[i] shares b[j] with the one before it (operand-reuse cache):
+ *    1.12 register-port cycles an FFMA instead of 1.26 (NN) to 1.57 (TN).
+ * Measured on the H100 against cml__f32_mainloop (3 rounds in turns, cuBLAS sgemm in the same
+ * process): squares 2048 / 4096 / 8192 NN +1.8 / +2.3 / +2.7%, the GPT-2 NT forwards +5%, NN +2-4%;
+ * the staging alone (without the serpentine order) gained nothing on the squares. */
+template <int TM>
+__device__ __forceinline__ void cml__f32_outer_serpentine(float (&acc)[TM][8], const float (&a)[TM], const float (&b)[8]) {
 #pragma unroll
     for (int i = 0; i < TM; i++)
 #pragma unroll
         for (int jj = 0; jj < 8; jj++) {
-            const int j = SERP && (i & 1) ? 7 - jj : jj;
+            const int j = (i & 1) ? 7 - jj : jj;
             acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
         }
 }
@@ -311,50 +299,49 @@ __device__ __forceinline__ void cml__f32_outer(float (&acc)[TM][8], const float 
 /* Phase p's loads / stores: one float4 of each operand (p is a constant after unrolling; the
  * loader's templates need it as one). */
 template <bool GUARD, int I, class LA, class LB>
-__device__ __forceinline__ void cml__f32_h14_load_i(LA &la, LB &lb, int k0, int K) {
+__device__ __forceinline__ void cml__f32_phase_load_i(LA &la, LB &lb, int k0, int K) {
     if constexpr (I < LA::PER_THREAD) {
         la.template load_part<GUARD, I>(k0, K);
         lb.template load_part<GUARD, I>(k0, K);
     }
 }
 template <bool GUARD, class LA, class LB>
-__device__ __forceinline__ void cml__f32_h14_load(LA &la, LB &lb, int k0, int K, int p) {
+__device__ __forceinline__ void cml__f32_phase_load(LA &la, LB &lb, int k0, int K, int p) {
     static_assert(LA::PER_THREAD <= 4, "at most 4 staging phases");
     switch (p) {
-    case 0: cml__f32_h14_load_i<GUARD, 0>(la, lb, k0, K); break;
-    case 1: cml__f32_h14_load_i<GUARD, 1>(la, lb, k0, K); break;
-    case 2: cml__f32_h14_load_i<GUARD, 2>(la, lb, k0, K); break;
-    default: cml__f32_h14_load_i<GUARD, 3>(la, lb, k0, K); break;
+    case 0: cml__f32_phase_load_i<GUARD, 0>(la, lb, k0, K); break;
+    case 1: cml__f32_phase_load_i<GUARD, 1>(la, lb, k0, K); break;
+    case 2: cml__f32_phase_load_i<GUARD, 2>(la, lb, k0, K); break;
+    default: cml__f32_phase_load_i<GUARD, 3>(la, lb, k0, K); break;
     }
 }
 template <int LDA_S, int LDB_S, int I, class LA, class LB>
-__device__ __forceinline__ void cml__f32_h14_store_i(const LA &la, const LB &lb, float *an, float *bn) {
+__device__ __forceinline__ void cml__f32_phase_store_i(const LA &la, const LB &lb, float *an, float *bn) {
     if constexpr (I < LA::PER_THREAD) {
         la.template store_part<LDA_S, I>(an);
         lb.template store_part<LDB_S, I>(bn);
     }
 }
 template <int LDA_S, int LDB_S, class LA, class LB>
-__device__ __forceinline__ void cml__f32_h14_store(const LA &la, const LB &lb, float *an, float *bn, int p) {
+__device__ __forceinline__ void cml__f32_phase_store(const LA &la, const LB &lb, float *an, float *bn, int p) {
     switch (p) {
-    case 0: cml__f32_h14_store_i<LDA_S, LDB_S, 0>(la, lb, an, bn); break;
-    case 1: cml__f32_h14_store_i<LDA_S, LDB_S, 1>(la, lb, an, bn); break;
-    case 2: cml__f32_h14_store_i<LDA_S, LDB_S, 2>(la, lb, an, bn); break;
-    default: cml__f32_h14_store_i<LDA_S, LDB_S, 3>(la, lb, an, bn); break;
+    case 0: cml__f32_phase_store_i<LDA_S, LDB_S, 0>(la, lb, an, bn); break;
+    case 1: cml__f32_phase_store_i<LDA_S, LDB_S, 1>(la, lb, an, bn); break;
+    case 2: cml__f32_phase_store_i<LDA_S, LDB_S, 2>(la, lb, an, bn); break;
+    default: cml__f32_phase_store_i<LDA_S, LDB_S, 3>(la, lb, an, bn); break;
     }
 }
 
-template <int BM, int BN, int BK, int TM, bool A_T, bool B_T, int VAR>
-__device__ __forceinline__ void cml__f32_mainloop_h14(float (&acc)[TM][8], const float *A, int lda, const float *B,
+template <int BM, int BN, int BK, int TM, bool A_T, bool B_T>
+__device__ __forceinline__ void cml__f32_mainloop_phased(float (&acc)[TM][8], const float *A, int lda, const float *B,
                                                       int ldb, int M, int N, int K, int m0, int n0) {
     constexpr int THREADS = CML_F32_THREADS(BM, BN, TM);
     constexpr int LDA_S = cml__f32_lds_a<BM, A_T>::value, LDB_S = cml__f32_lds_b<BN, B_T>::value;
-    constexpr bool SERP = VAR == 2;
     using LA = cml__f32_loader<THREADS, BK, BM, !A_T>;
     using LB = cml__f32_loader<THREADS, BK, BN, B_T>;
     constexpr int P = LA::PER_THREAD; /* staging phases: one float4 of A and one of B each */
     static_assert(!LA::SOME && !LB::SOME && LB::PER_THREAD == P && BK % P == 0 && TM % 4 == 0,
-                  "the h14 variants need every thread loading the same share of A and B");
+                  "the phased loop needs every thread loading the same share of A and B");
     constexpr int KP = BK / P; /* k-steps a phase */
     float *const As = cml__f32_smem;                  /* [2][BK][LDA_S] */
     float *const Bs = cml__f32_smem + 2 * BK * LDA_S; /* [2][BK][LDB_S] */
@@ -404,10 +391,10 @@ __device__ __forceinline__ void cml__f32_mainloop_h14(float (&acc)[TM][8], const
             if (k % KP == 0 && more) {
                 const int p = k / KP;
                 if (p > 0) {
-                    cml__f32_h14_store<LDA_S, LDB_S>(la, lb, an, bn, p - 1);
+                    cml__f32_phase_store<LDA_S, LDB_S>(la, lb, an, bn, p - 1);
                 }
-                if (guard) cml__f32_h14_load<true>(la, lb, k0n, K, p);
-                else cml__f32_h14_load<false>(la, lb, k0n, K, p);
+                if (guard) cml__f32_phase_load<true>(la, lb, k0n, K, p);
+                else cml__f32_phase_load<false>(la, lb, k0n, K, p);
             }
             if (k + 1 < BK) { /* the next k's fragments, before this k's FFMA */
                 const int nx = (k + 1) & 1;
@@ -417,9 +404,9 @@ __device__ __forceinline__ void cml__f32_mainloop_h14(float (&acc)[TM][8], const
                 *(float4 *)&b[nx][0] = *(const float4 *)(bs + (k + 1) * LDB_S);
                 *(float4 *)&b[nx][4] = *(const float4 *)(bs + (k + 1) * LDB_S + 32);
             }
-            cml__f32_outer<TM, SERP>(acc, a[k & 1], b[k & 1]);
+            cml__f32_outer_serpentine<TM>(acc, a[k & 1], b[k & 1]);
         }
-        if (more) cml__f32_h14_store<LDA_S, LDB_S>(la, lb, an, bn, P - 1);
+        if (more) cml__f32_phase_store<LDA_S, LDB_S>(la, lb, an, bn, P - 1);
         __syncthreads();
     }
 }
