@@ -12,9 +12,8 @@
  * bitwise equal to it. On an sm_90+ device the PDL-on chains must have launched with the PDL attribute
  * (cml__pdl_launches), the PDL-off ones never. Exits 77 ("skipped") without a GPU. */
 #include "gpu_row_util.h"
-#ifdef CML_HAVE_CUDA
+#ifdef CML_HAVE_CUDA /* the chains' helpers: without CUDA only the skip below is built */
 #include "kernels/cuda/cuda_kernels.h" /* cml__pdl_force, cml__pdl_launches */
-#endif
 
 enum { B_X, B_P, B_DX1, B_Y1, B_MEAN, B_RSTD, B_DX2, B_DG1, B_DB1, B_Y2, B_RSTD2, B_DX3, B_DG2, B_LOSS, B_DL, B_SUM,
        B_G32, B_PARAM, B_M, B_V, B_Y8, B_AMAX, N_BUFS };
@@ -149,6 +148,8 @@ static void chain_compare(chain *c, unsigned char **want, unsigned char **got, c
         CHECK_MSG(memcmp(got[i], want[i], c->bytes[i]) == 0, "%s %lldx%lld %s, chain %d: %s differs from the synced run",
                   cml_dtype_name(c->dt), (long long)c->rows, (long long)c->C, mode, rep, BUF_NAMES[i]);
 }
+
+#endif
 
 static void run_case(int64_t rows, int64_t C, cml_dtype dt, int reps) {
 #ifdef CML_HAVE_CUDA
