@@ -146,9 +146,9 @@ def main():
         nonffma = len(rng) - cls["FFMA"]
         f = max(st["ffma"], 1)
         if brief:
-            short = re.sub(r"^_Z15gemm_f32_kernelILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELi\d+ELb([01])(?:ELi(\d))?E.*",
+            short = re.sub(r"^_Z15gemm_f32_kernelILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELi\d+ELb([01])(?:ELi(\d+))?E.*",
                            lambda m: f"{m[1]}x{m[2]}x{m[3]}/{m[4]}x8 {'T' if m[5] == '1' else 'N'}{'T' if m[6] == '1' else 'N'}"
-                                     f"{' split' if m[7] == '1' else ''} var={m[8] or 0}", name)
+                                     f"{' split' if m[7] == '1' else ''} P={m[8] or 0}", name)
             print(f"{short:32s} insts {len(rng):5d} FFMA {cls['FFMA']:4d} ({100.0 * cls['FFMA'] / len(rng):4.1f}%) "
                   f"int/addr {cls['int/addr'] + cls['other:VIADD']:3d} LDS {cls['LDS.128']:3d} LDG {cls['LDG']:2d} "
                   f"STS {cls['STS']:2d} BRA {cls['BRA']:2d} LDL/STL {cls['LDL'] + cls['STL']} | reads/FFMA "

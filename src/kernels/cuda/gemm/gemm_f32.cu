@@ -126,25 +126,26 @@ static __device__ __forceinline__ void f32_epilogue(const float (&acc)[TM][8], c
  * kernels stay exactly as they were: the split's K range held in registers through the main loop
  * made ptxas spill (~56 bytes) in the 128 x 128 x 16 / 8 x 8 tile, which sits at the 128-register
  * cap of 2 blocks x 256 threads. */
-/* PHASED: cml__f32_mainloop_phased (the 128x128x16/8x8 configuration), else cml__f32_mainloop; the
- * same results bit for bit (gemm_f32_tile.cuh). */
-template <int BM, int BN, int BK, int TM, bool A_T, bool B_T, bool PHASED>
+/* PHASES: > 0, cml__f32_mainloop_phased with that many staging phases; 0, cml__f32_mainloop. The
+ * same results bit for bit (gemm_f32_tile.cuh; f32_loop_phases below says which configuration runs
+ * which). */
+template <int BM, int BN, int BK, int TM, bool A_T, bool B_T, int PHASES>
 static __device__ __forceinline__ void f32_mainloop(float (&acc)[TM][8], const float *A, int lda, const float *B,
                                                     int ldb, int M, int N, int K, int m0, int n0) {
-    if constexpr (PHASED)
-        cml__f32_mainloop_phased<BM, BN, BK, TM, A_T, B_T>(acc, A, lda, B, ldb, M, N, K, m0, n0);
+    if constexpr (PHASES > 0)
+        cml__f32_mainloop_phased<BM, BN, BK, TM, A_T, B_T, PHASES>(acc, A, lda, B, ldb, M, N, K, m0, n0);
     else
         cml__f32_mainloop<BM, BN, BK, TM, A_T, B_T, 2>(acc, A, lda, B, ldb, M, N, K, m0, n0);
 }
 
-template <int BM, int BN, int BK, int TM, bool A_T, bool B_T, int MINB, bool SPLIT, bool PHASED>
+template <int BM, int BN, int BK, int TM, bool A_T, bool B_T, int MINB, bool SPLIT, int PHASES>
 static __global__ void __launch_bounds__(CML_F32_THREADS(BM, BN, TM), MINB)
     gemm_f32_kernel(const __grid_constant__ f32_operands op, const __grid_constant__ cml__gemm_epi epi) {
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
     float acc[TM][8];
     if constexpr (!SPLIT) {
         const long long b = op.batch0 + blockIdx.z;
-        f32_mainloop<BM, BN, BK, TM, A_T, B_T, PHASED>(acc, op.A + b * op.stride_a, op.lda, op.B + b * op.stride_b,
+        f32_mainloop<BM, BN, BK, TM, A_T, B_T, PHASES>(acc, op.A + b * op.stride_a, op.lda, op.B + b * op.stride_b,
                                                        op.ldb, op.M, op.N, op.K, m0, n0);
         f32_epilogue<BM, BN, TM>(acc, epi, b, m0, n0);
     } else {
@@ -155,7 +156,7 @@ static __global__ void __launch_bounds__(CML_F32_THREADS(BM, BN, TM), MINB)
         const int k0 = split * op.k_chunk, k_len = min(op.K - k0, op.k_chunk);
         const float *A = op.A + b * op.stride_a + (A_T ? (long long)k0 * op.lda : (long long)k0);
         const float *B = op.B + b * op.stride_b + (B_T ? (long long)k0 : (long long)k0 * op.ldb);
-        f32_mainloop<BM, BN, BK, TM, A_T, B_T, PHASED>(acc, A, op.lda, B, op.ldb, op.M, op.N, k_len, m0, n0);
+        f32_mainloop<BM, BN, BK, TM, A_T, B_T, PHASES>(acc, A, op.lda, B, op.ldb, op.M, op.N, k_len, m0, n0);
         /* epi is the copy into the partials, whose "batch" index is batch * splits + split */
         f32_epilogue<BM, BN, TM>(acc, epi, (op.batch0 + blockIdx.z / (unsigned)op.splits) * op.splits +
                                                (int)(blockIdx.z % (unsigned)op.splits), m0, n0);
@@ -204,8 +205,7 @@ static __global__ void __launch_bounds__(F32_FINISH_THREADS)
  * +2.3% / +5.3% in session 14). Why these five:
  *   L16  128x128x16, 16x8, 128 threads, 2/SM (8 warps): the best TN rate with many tiles (lm dW)
  *   V6   128x128x16,  8x8, 256 threads, 2/SM (16 warps): the best on squares, NN and NT (both
- *        operands loaded along K), and a last partial wave of 8-warp blocks; its own main loop
- *        (cml__f32_mainloop_phased)
+ *        operands loaded along K), and a last partial wave of 8-warp blocks
  *   M     64x128x8,   8x8, 128 threads, 3/SM; S 64x64x8, 8x8, 64 threads, 6/SM; T16
  *        32x64x16, 4x8, 64 threads, 8/SM: more, smaller tiles when the tiles are few
  *        (the K = 8192 weight gradients, which pick_plan may also split along K) */
@@ -233,6 +233,19 @@ static const f32_config_info CONFIGS[CFG_COUNT] = {F32_CONFIGS(F32_INFO)};
 
 static int forced_config = -1;
 static int forced_splits = 0; /* 0: the estimate's */
+
+/* Each configuration's main loop (session 14, helpers h14b / h14c; dev/gemm_f32/README.md): the
+ * staging phases of cml__f32_mainloop_phased (fragments double-buffered, serpentine FFMA order; a
+ * thread's float4 shares of A / B: V6 2 / 2, L16 4 / 4, S 2 / 2), or 0 = cml__f32_mainloop. Measured
+ * against the old loop in turns: V6 at 2 phases +2-5%, L16 at 2 +2.7% (lm dW) to +5.5%, S at 1 +5-10%;
+ * M and T16 keep the old loop (M split 3 ways on qkv dW ran 0.92x with the new one, T16 +1.4%). Every
+ * loop gives the same D bit for bit. */
+static constexpr int f32_loop_phases(int bm, int bn, int bk, int tm) {
+    return bm == 128 && bn == 128 && bk == 16 && tm == 8 ? 2   /* V6 */
+           : bm == 128 && bn == 128 && tm == 16          ? 2   /* L16 */
+           : bm == 64 && bn == 64                        ? 1   /* S */
+                                                         : 0;  /* M, T16 */
+}
 
 /* Share of an SM's full rate that `warps` resident warps of a last, partial wave reach:
  * with 4 or fewer each scheduler has at most one warp and stalls on every shared-memory
@@ -369,7 +382,7 @@ static f32_plan pick_plan(const cml_ctx *ctx, const cml_gemm_desc *d) {
 
 /* ---- launch ---------------------------------------------------------------------------------- */
 
-template <int BM, int BN, int BK, int TM, int MINB, bool A_T, bool B_T, bool SPLIT, bool PHASED>
+template <int BM, int BN, int BK, int TM, int MINB, bool A_T, bool B_T, bool SPLIT, int PHASES>
 static cml_status f32_launch(cml_ctx *ctx, long long batch, const f32_operands *op, const cml__gemm_epi *epi,
                              const char *cfg_name) {
     static const char fn[] = "cml_gemm";
@@ -377,7 +390,7 @@ static cml_status f32_launch(cml_ctx *ctx, long long batch, const f32_operands *
     constexpr int smem_loop = cml__f32_smem_bytes<BM, BN, BK, A_T, B_T, 2>();
     constexpr int smem_epi = F32_EPI_ROWS(BM, TM) * BN * (int)sizeof(float);
     constexpr int smem = smem_loop > smem_epi ? smem_loop : smem_epi;
-    auto kernel = gemm_f32_kernel<BM, BN, BK, TM, A_T, B_T, MINB, SPLIT, PHASED>;
+    auto kernel = gemm_f32_kernel<BM, BN, BK, TM, A_T, B_T, MINB, SPLIT, PHASES>;
     if (smem > 48 * 1024) /* cheap; a static flag would not know the device */
         CML_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     f32_operands part = *op;
@@ -388,27 +401,28 @@ static cml_status f32_launch(cml_ctx *ctx, long long batch, const f32_operands *
                   (unsigned)((left < per_launch ? left : per_launch) * op->splits));
         kernel<<<grid, threads, smem, cml__stream(ctx)>>>(part, *epi);
         char what[64];
-        snprintf(what, sizeof what, "f32 %s %c%c splits=%d", cfg_name, A_T ? 'T' : 'N', B_T ? 'T' : 'N', op->splits);
+        snprintf(what, sizeof what, "f32 %s %c%c splits=%d phases=%d", cfg_name, A_T ? 'T' : 'N', B_T ? 'T' : 'N',
+                 op->splits, PHASES);
         CML_TRY(cml__cuda_check_launch(fn, "gemm_f32_kernel", what, (long long)op->M * op->N * grid.z,
                                        grid.x * grid.y * grid.z, threads));
     }
     return CML_OK;
 }
 
-template <int BM, int BN, int BK, int TM, int MINB, bool PHASED>
+template <int BM, int BN, int BK, int TM, int MINB, int PHASES>
 static cml_status f32_launch_ops(cml_ctx *ctx, const cml_gemm_desc *d, const f32_operands *op,
                                  const cml__gemm_epi *epi, const char *cfg_name) {
     const bool a_t = d->op_a == CML_OP_T, b_t = d->op_b == CML_OP_T;
     if (op->splits > 1) {
-        if (!a_t && !b_t) return f32_launch<BM, BN, BK, TM, MINB, false, false, true, PHASED>(ctx, d->batch, op, epi, cfg_name);
-        if (!a_t) return f32_launch<BM, BN, BK, TM, MINB, false, true, true, PHASED>(ctx, d->batch, op, epi, cfg_name);
-        if (!b_t) return f32_launch<BM, BN, BK, TM, MINB, true, false, true, PHASED>(ctx, d->batch, op, epi, cfg_name);
-        return f32_launch<BM, BN, BK, TM, MINB, true, true, true, PHASED>(ctx, d->batch, op, epi, cfg_name);
+        if (!a_t && !b_t) return f32_launch<BM, BN, BK, TM, MINB, false, false, true, PHASES>(ctx, d->batch, op, epi, cfg_name);
+        if (!a_t) return f32_launch<BM, BN, BK, TM, MINB, false, true, true, PHASES>(ctx, d->batch, op, epi, cfg_name);
+        if (!b_t) return f32_launch<BM, BN, BK, TM, MINB, true, false, true, PHASES>(ctx, d->batch, op, epi, cfg_name);
+        return f32_launch<BM, BN, BK, TM, MINB, true, true, true, PHASES>(ctx, d->batch, op, epi, cfg_name);
     }
-    if (!a_t && !b_t) return f32_launch<BM, BN, BK, TM, MINB, false, false, false, PHASED>(ctx, d->batch, op, epi, cfg_name);
-    if (!a_t) return f32_launch<BM, BN, BK, TM, MINB, false, true, false, PHASED>(ctx, d->batch, op, epi, cfg_name);
-    if (!b_t) return f32_launch<BM, BN, BK, TM, MINB, true, false, false, PHASED>(ctx, d->batch, op, epi, cfg_name);
-    return f32_launch<BM, BN, BK, TM, MINB, true, true, false, PHASED>(ctx, d->batch, op, epi, cfg_name);
+    if (!a_t && !b_t) return f32_launch<BM, BN, BK, TM, MINB, false, false, false, PHASES>(ctx, d->batch, op, epi, cfg_name);
+    if (!a_t) return f32_launch<BM, BN, BK, TM, MINB, false, true, false, PHASES>(ctx, d->batch, op, epi, cfg_name);
+    if (!b_t) return f32_launch<BM, BN, BK, TM, MINB, true, false, false, PHASES>(ctx, d->batch, op, epi, cfg_name);
+    return f32_launch<BM, BN, BK, TM, MINB, true, true, false, PHASES>(ctx, d->batch, op, epi, cfg_name);
 }
 
 /* The main kernel's epilogue with split K: a plain copy of each accumulator (alpha 1, nothing
@@ -500,7 +514,9 @@ extern "C" cml_status cml__gemm_f32(cml_ctx *ctx, const cml_gemm_desc *d, void *
     const char *name = CONFIGS[plan.cfg].name;
     cml_status st = CML_ERR_INTERNAL;
 #define F32_CASE(id, bm, bn, bk, tm, minb, r0, r1, r2) \
-    case CFG_##id: st = f32_launch_ops<bm, bn, bk, tm, minb, CFG_##id == CFG_V6>(ctx, d, &op, &main_epi, name); break;
+    case CFG_##id:                                                                                         \
+        st = f32_launch_ops<bm, bn, bk, tm, minb, f32_loop_phases(bm, bn, bk, tm)>(ctx, d, &op, &main_epi, name); \
+        break;
     switch (plan.cfg) {
         F32_CONFIGS(F32_CASE)
     default: return cml__error(CML_ERR_INTERNAL, "cml_gemm: f32 configuration %d out of range", (int)plan.cfg);

@@ -270,21 +270,24 @@ __device__ __forceinline__ void cml__f32_mainloop(float (&acc)[TM][8], const flo
     }
 }
 
-/* ---- the phased main loop (session 14, helper h14b; the 128x128x16/8x8 configuration) -------------
+/* ---- the phased main loop (session 14, helpers h14b for 128x128x16/8x8, h14c for the rest) -----------
  * Same tile, thread layout and shared layout as cml__f32_mainloop and the same FFMA chain per
  * output (k ascending, one fmaf a step, acc starting at +0), so D is bitwise the same; what differs
  * is what the SASS of that loop showed (dev/gemm_f32/README.md, session 14):
- *  - the next k-tile's global -> shared staging goes in PER_THREAD phases of one float4 per operand
- *    (phase p loaded at k = p BK / P, stored into the free buffer at the next phase's start, the
- *    last at the tile's end): 8 staging registers live instead of 16, no spill at the 128-register
- *    cap, and with them the k-step fragments double-buffered explicitly (k + 1's LDS issued before
- *    k's FFMAs, so no k-step waits a shared-memory latency for its fragments);
+ *  - the next k-tile's global -> shared staging goes in P phases (cml__f32_phase_plan: phase p
+ *    starts at k = p BK / P; for 128x128x16/8x8 P = 2, one float4 of each operand a phase, loaded
+ *    at the phase's start and stored into the free buffer at the next one's, the last at the
+ *    tile's end): 8 staging registers live instead of 16, no spill at the 128-register cap, and
+ *    with them the k-step fragments double-buffered explicitly (k + 1's LDS issued before k's
+ *    FFMAs, so no k-step waits a shared-memory latency for its fragments); P = 1 keeps the old
+ *    staging (whole tile loaded at the start, stored at the end) for tiles with registers to spare;
  *  - serpentine FFMA order: row i of the thread's 8x8 runs j = 0..7 when i is even and 7..0 when odd,
  *    so the FFMA that fetches a new a[i] shares b[j] with the one before it (operand-reuse cache):
  *    1.12 register-port cycles an FFMA instead of 1.26 (NN) to 1.57 (TN).
- * Measured on the H100 against cml__f32_mainloop (3 rounds in turns, cuBLAS sgemm in the same
- * process): squares 2048 / 4096 / 8192 NN +1.8 / +2.3 / +2.7%, the GPT-2 NT forwards +5%, NN +2-4%;
- * the staging alone (without the serpentine order) gained nothing on the squares. */
+ * Measured (128x128x16/8x8) on the H100 against cml__f32_mainloop (3 rounds in turns, cuBLAS sgemm
+ * in the same process): squares 2048 / 4096 / 8192 NN +1.8 / +2.3 / +2.7%, the GPT-2 NT forwards +5%, NN +2-4%;
+ * the staging alone (without the serpentine order) gained nothing on the squares. gemm_f32.cu's
+ * f32_loop_phases says which configurations run it (those where it measured faster). */
 template <int TM>
 __device__ __forceinline__ void cml__f32_outer_serpentine(float (&acc)[TM][8], const float (&a)[TM], const float (&b)[8]) {
 #pragma unroll
@@ -296,52 +299,45 @@ __device__ __forceinline__ void cml__f32_outer_serpentine(float (&acc)[TM][8], c
         }
 }
 
-/* Phase p's loads / stores: one float4 of each operand (p is a constant after unrolling; the
- * loader's templates need it as one). */
-template <bool GUARD, int I, class LA, class LB>
-__device__ __forceinline__ void cml__f32_phase_load_i(LA &la, LB &lb, int k0, int K) {
-    if constexpr (I < LA::PER_THREAD) {
-        la.template load_part<GUARD, I>(k0, K);
-        lb.template load_part<GUARD, I>(k0, K);
+/* The staging schedule over P phases (session 14, h14c: loaders of unequal shares). A loader of
+ * PX float4 a thread makes G = min(PX, P) groups of PX / G consecutive float4; group g is loaded at
+ * the start of phase g P / G and stored into the free buffer at the start of phase (g + 1) P / G
+ * (phase P: the tile's end). So every phase holds at most one group of each operand in registers,
+ * and an operand with fewer float4 than phases loads every P / PX phases (its float4 stay in
+ * flight longer). P = PX: one float4 a phase (the 128x128x16/8x8 schedule); P = 1: the whole tile
+ * at k = 0, stored at the end (cml__f32_mainloop's staging). */
+template <int P, int PX> struct cml__f32_phase_plan {
+    static_assert(PX % P == 0 || P % PX == 0, "phases and a loader's float4 share divide one another");
+    static constexpr int G = PX < P ? PX : P, PER = PX / G, STEP = P / G;
+    __host__ __device__ static constexpr int load_phase(int i) { return (i / PER) * STEP; }
+    __host__ __device__ static constexpr int store_phase(int i) { return (i / PER + 1) * STEP; }
+};
+/* Loader l's float4 (index I and up) loaded at the start of phase p / stored at the start of phase
+ * p (p is a constant after unrolling: the comparisons fold). */
+template <int P, bool GUARD, int I, class L>
+__device__ __forceinline__ void cml__f32_phase_load(L &l, int k0, int K, int p) {
+    if constexpr (I < L::PER_THREAD) {
+        if (cml__f32_phase_plan<P, L::PER_THREAD>::load_phase(I) == p) l.template load_part<GUARD, I>(k0, K);
+        cml__f32_phase_load<P, GUARD, I + 1>(l, k0, K, p);
     }
 }
-template <bool GUARD, class LA, class LB>
-__device__ __forceinline__ void cml__f32_phase_load(LA &la, LB &lb, int k0, int K, int p) {
-    static_assert(LA::PER_THREAD <= 4, "at most 4 staging phases");
-    switch (p) {
-    case 0: cml__f32_phase_load_i<GUARD, 0>(la, lb, k0, K); break;
-    case 1: cml__f32_phase_load_i<GUARD, 1>(la, lb, k0, K); break;
-    case 2: cml__f32_phase_load_i<GUARD, 2>(la, lb, k0, K); break;
-    default: cml__f32_phase_load_i<GUARD, 3>(la, lb, k0, K); break;
-    }
-}
-template <int LDA_S, int LDB_S, int I, class LA, class LB>
-__device__ __forceinline__ void cml__f32_phase_store_i(const LA &la, const LB &lb, float *an, float *bn) {
-    if constexpr (I < LA::PER_THREAD) {
-        la.template store_part<LDA_S, I>(an);
-        lb.template store_part<LDB_S, I>(bn);
-    }
-}
-template <int LDA_S, int LDB_S, class LA, class LB>
-__device__ __forceinline__ void cml__f32_phase_store(const LA &la, const LB &lb, float *an, float *bn, int p) {
-    switch (p) {
-    case 0: cml__f32_phase_store_i<LDA_S, LDB_S, 0>(la, lb, an, bn); break;
-    case 1: cml__f32_phase_store_i<LDA_S, LDB_S, 1>(la, lb, an, bn); break;
-    case 2: cml__f32_phase_store_i<LDA_S, LDB_S, 2>(la, lb, an, bn); break;
-    default: cml__f32_phase_store_i<LDA_S, LDB_S, 3>(la, lb, an, bn); break;
+template <int P, int LD, int I, class L>
+__device__ __forceinline__ void cml__f32_phase_store(const L &l, float *S, int p) {
+    if constexpr (I < L::PER_THREAD) {
+        if (cml__f32_phase_plan<P, L::PER_THREAD>::store_phase(I) == p) l.template store_part<LD, I>(S);
+        cml__f32_phase_store<P, LD, I + 1>(l, S, p);
     }
 }
 
-template <int BM, int BN, int BK, int TM, bool A_T, bool B_T>
+template <int BM, int BN, int BK, int TM, bool A_T, bool B_T, int P>
 __device__ __forceinline__ void cml__f32_mainloop_phased(float (&acc)[TM][8], const float *A, int lda, const float *B,
                                                       int ldb, int M, int N, int K, int m0, int n0) {
     constexpr int THREADS = CML_F32_THREADS(BM, BN, TM);
     constexpr int LDA_S = cml__f32_lds_a<BM, A_T>::value, LDB_S = cml__f32_lds_b<BN, B_T>::value;
     using LA = cml__f32_loader<THREADS, BK, BM, !A_T>;
     using LB = cml__f32_loader<THREADS, BK, BN, B_T>;
-    constexpr int P = LA::PER_THREAD; /* staging phases: one float4 of A and one of B each */
-    static_assert(!LA::SOME && !LB::SOME && LB::PER_THREAD == P && BK % P == 0 && TM % 4 == 0,
-                  "the phased loop needs every thread loading the same share of A and B");
+    static_assert(!LA::SOME && !LB::SOME && P >= 1 && BK % P == 0 && TM % 4 == 0,
+                  "the phased loop needs whole float4 shares for every thread and P dividing BK");
     constexpr int KP = BK / P; /* k-steps a phase */
     float *const As = cml__f32_smem;                  /* [2][BK][LDA_S] */
     float *const Bs = cml__f32_smem + 2 * BK * LDA_S; /* [2][BK][LDB_S] */
@@ -391,10 +387,16 @@ __device__ __forceinline__ void cml__f32_mainloop_phased(float (&acc)[TM][8], co
             if (k % KP == 0 && more) {
                 const int p = k / KP;
                 if (p > 0) {
-                    cml__f32_phase_store<LDA_S, LDB_S>(la, lb, an, bn, p - 1);
+                    cml__f32_phase_store<P, LDA_S, 0>(la, an, p);
+                    cml__f32_phase_store<P, LDB_S, 0>(lb, bn, p);
                 }
-                if (guard) cml__f32_phase_load<true>(la, lb, k0n, K, p);
-                else cml__f32_phase_load<false>(la, lb, k0n, K, p);
+                if (guard) {
+                    cml__f32_phase_load<P, true, 0>(la, k0n, K, p);
+                    cml__f32_phase_load<P, true, 0>(lb, k0n, K, p);
+                } else {
+                    cml__f32_phase_load<P, false, 0>(la, k0n, K, p);
+                    cml__f32_phase_load<P, false, 0>(lb, k0n, K, p);
+                }
             }
             if (k + 1 < BK) { /* the next k's fragments, before this k's FFMA */
                 const int nx = (k + 1) & 1;
@@ -406,7 +408,10 @@ __device__ __forceinline__ void cml__f32_mainloop_phased(float (&acc)[TM][8], co
             }
             cml__f32_outer_serpentine<TM>(acc, a[k & 1], b[k & 1]);
         }
-        if (more) cml__f32_phase_store<LDA_S, LDB_S>(la, lb, an, bn, P - 1);
+        if (more) {
+            cml__f32_phase_store<P, LDA_S, 0>(la, an, P);
+            cml__f32_phase_store<P, LDB_S, 0>(lb, bn, P);
+        }
         __syncthreads();
     }
 }
