@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 14's verification of the PDL rollout + the phased f32 loop as merged (0d6a92b): the tree built for sm_90a
+# Session 14's verification of the PDL rollout + the phased f32 loops as merged (0d6a92b, then the final HEAD): the tree built for sm_90a
 # with -Werror, every GPU test (ctest -L gpu), the exact-f32 GEMM record (squares + GPT-2 against cuBLAS sgemm), and
 # the AdamW record (bench_adamw + torch_adamw.py: AdamW now launches with PDL).
 #   bash dev/s14_verify.sh; tar czf $OUT/logs.tgz -C /tmp/v14 .          (run: timeout_s 600)
