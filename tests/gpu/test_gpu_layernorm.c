@@ -14,7 +14,7 @@
  * Exits 77 ("skipped") without a GPU. */
 #include "gpu_row_util.h"
 #ifdef CML_HAVE_CUDA
-#include "kernels/cuda/cuda_kernels.h" /* cml__norm_bwd_cluster_launches, cml__norm_bwd_defer_*, cml__norm_fwd_v2_* */
+#include "kernels/cuda/cuda_kernels.h" /* cml__norm_bwd_*, cml__norm_fwd_v2_* */
 #endif
 
 enum { AFFINE_BOTH, AFFINE_NONE, AFFINE_GAMMA };
@@ -239,6 +239,7 @@ static void test_deferred_rows(void) {
 #ifdef CML_HAVE_CUDA
     const unsigned long long launches = cml__norm_bwd_defer_launches();
     cml__norm_bwd_defer_force(1);
+    cml__norm_bwd_longcluster_force(0); /* these rows are nbl_kernel's only with the one-cluster kernel off */
     defer_ab = true;
     for (int d = 0; d < n_test_dtypes(); d++) {
         run_ln((ln_case){TEST_DTYPES[d], 37, 131080, 0, AFFINE_BOTH, false});
@@ -249,7 +250,61 @@ static void test_deferred_rows(void) {
     }
     defer_ab = false;
     cml__norm_bwd_defer_force(-1);
+    cml__norm_bwd_longcluster_force(-1);
     CHECK_MSG(cml__norm_bwd_defer_launches() > launches, "the deferred nbl_kernel never ran");
+#endif
+}
+
+/* Rows of up to 16 x 16384 columns as ONE thread-block cluster a row (nbx_kernel, norm_bwd_cluster.cuh;
+ * CML_NORM_BWD_LONGCLUSTER), forced wherever it fits (mode 2; its default range is LayerNorm of 16-bit
+ * storage with C > 131072, checked too): C = 262144 (16
+ * CTAs of 16384), 131096 (9 CTAs of 14568, the last 14552: balanced chunks), 1 / 3 / 257 rows (257 rows walk
+ * ~32 rows per cluster: every slot set and mbarrier phase of the exchange several times); without
+ * gamma/beta, gamma only, dx over dy; and with the kernel forced everywhere (mode 2) rows of nbc's range
+ * (37 x 20000: clusters of 2; 5 x 40008). 262152 columns need 17 CTAs: the previous path, no nbx launch.
+ * Each run: run_ln's poisoned outputs, CPU float64 comparison and bitwise repeat. Outside a sanitizer the
+ * launch counter must move (under one the cluster occupancy query may refuse: then the fallback runs). */
+static void test_longcluster_rows(void) {
+#ifdef CML_HAVE_CUDA
+    const bool san = under_sanitizer();
+    const unsigned long long launches = cml__norm_bwd_longcluster_launches();
+    cml__norm_bwd_longcluster_force(2);
+    for (int d = 0; d < n_test_dtypes(); d++) {
+        const cml_dtype dt = TEST_DTYPES[d];
+        run_ln((ln_case){dt, 1, 262144, 0, AFFINE_BOTH, false});
+        run_ln((ln_case){dt, 3, 131096, 0, AFFINE_BOTH, false});
+        run_ln((ln_case){dt, 3, 131096, 0, AFFINE_NONE, true});
+        if (san) continue;
+        run_ln((ln_case){dt, 3, 262144, 0, AFFINE_BOTH, false});
+        run_ln((ln_case){dt, 3, 262144, 0, AFFINE_GAMMA, true});
+        run_ln((ln_case){dt, 257, 131096, 0, AFFINE_BOTH, false});
+        printf("  %s x 131096: %d clusters at once\n", cml_dtype_name(dt), cml__norm_bwd_longcluster_last_groups());
+        if (dt == CML_BF16) { /* 257 rows of 16-CTA clusters */
+            run_ln((ln_case){dt, 257, 262144, 0, AFFINE_BOTH, true});
+            printf("  %s x 262144: %d clusters at once\n", cml_dtype_name(dt),
+                   cml__norm_bwd_longcluster_last_groups());
+        }
+        const unsigned long long n = cml__norm_bwd_longcluster_launches();
+        run_ln((ln_case){dt, 3, 262152, 0, AFFINE_BOTH, false}); /* 17 CTAs: not this kernel */
+        CHECK_MSG(cml__norm_bwd_longcluster_launches() == n, "%s: 262152 columns took the one-cluster kernel",
+                  cml_dtype_name(dt));
+    }
+    cml__norm_bwd_longcluster_force(1); /* the default range: LayerNorm of 16-bit storage only */
+    for (int d = 0; d < n_test_dtypes() && !san; d++) {
+        const cml_dtype dt = TEST_DTYPES[d];
+        const unsigned long long n = cml__norm_bwd_longcluster_launches();
+        run_ln((ln_case){dt, 1, 262144, 0, AFFINE_BOTH, false});
+        CHECK_MSG((cml__norm_bwd_longcluster_launches() > n) == (dt != CML_F32),
+                  "%s x 262144: the default range is 16-bit LayerNorm rows (one-cluster kernel taken: %s)",
+                  cml_dtype_name(dt), dt != CML_F32 ? "no" : "yes");
+    }
+    cml__norm_bwd_longcluster_force(2);
+    for (int d = 0; d < n_test_dtypes(); d++) {
+        run_ln((ln_case){TEST_DTYPES[d], 37, 20000, 0, AFFINE_BOTH, false});
+        if (!san) run_ln((ln_case){TEST_DTYPES[d], 5, 40008, 0, AFFINE_GAMMA, false});
+    }
+    cml__norm_bwd_longcluster_force(-1);
+    if (!san) CHECK_MSG(cml__norm_bwd_longcluster_launches() > launches, "the one-cluster-a-row backward never ran");
 #endif
 }
 
@@ -323,6 +378,7 @@ int main(void) {
     RUN(test_row_groups);
     RUN(test_cluster_rows);
     RUN(test_deferred_rows);
+    RUN(test_longcluster_rows);
     RUN(test_fwd_v2);
     RUN(test_no_rows);
     return th_finish();

@@ -135,6 +135,13 @@ unsigned long long cml__norm_bwd_cluster_launches(void);
  * and how many launches so far ran it. */
 void cml__norm_bwd_defer_force(int mode);
 unsigned long long cml__norm_bwd_defer_launches(void);
+/* The LayerNorm / RMSNorm backward's one-cluster-a-row kernel for rows past the half-chunk clusters
+ * (nbx_kernel, norm_bwd_cluster.cuh) forced process-wide: -1 = CML_NORM_BWD_LONGCLUSTER's setting, 0 = never,
+ * 1 = the default rows, 2 = wherever a row fits 2..16 CTAs; its launches so far (both norms) and the clusters
+ * resident at once in its last launch. */
+void cml__norm_bwd_longcluster_force(int mode);
+unsigned long long cml__norm_bwd_longcluster_launches(void);
+int cml__norm_bwd_longcluster_last_groups(void);
 /* For tests: the LayerNorm / RMSNorm forward's kernels for 16-bit rows on chip (CML_NORM_FWD_V2,
  * norm/norm_fwd_v2.cuh) forced to mode 0, 1 or 2 (-1: back to the environment's setting),
  * process-wide; and how many launches so far ran a kernel of mode 1 or 2 (0 for other modes). */

@@ -20,7 +20,9 @@
  * accumulators written as one partial row per group, which the same second
  * kernel sums in order; rows of 3..16 half chunks as thread-block clusters whose
  * chunks exchange their row sums through distributed shared memory instead of
- * waiting on each other through L2: norm_bwd_cluster.cuh). Longer unaligned
+ * waiting on each other through L2: norm_bwd_cluster.cuh; rows of more than 32 half
+ * chunks and up to 16 x 16384 columns, 16-bit storage, as ONE cluster of 512-thread CTAs a row,
+ * nbx_kernel there, unless CML_NORM_BWD_LONGCLUSTER=0). Longer unaligned
  * rows: dx in two passes over chunks
  * (L2-batched); dgamma/dbeta through a column kernel (32 columns x 8 row
  * phases per block, rows split into ranges whose partial rows the second
@@ -240,6 +242,21 @@ extern "C" unsigned long long cml__norm_bwd_defer_launches(void) {
     return __atomic_load_n(&nbl_defer_launch_count(), __ATOMIC_RELAXED);
 }
 
+/* For tests (cuda_kernels.h): the one-cluster-a-row kernel (nbx_kernel, norm_bwd_cluster.cuh) forced
+ * (-1: CML_NORM_BWD_LONGCLUSTER's setting; 0 never, 1 the default rows, 2 wherever it fits), its launches
+ * (LayerNorm and RMSNorm together) and the clusters of its last launch. */
+extern "C" void cml__norm_bwd_longcluster_force(int mode) {
+    nbx_forced() = mode;
+}
+
+extern "C" unsigned long long cml__norm_bwd_longcluster_launches(void) {
+    return __atomic_load_n(&nbx_launch_count(), __ATOMIC_RELAXED);
+}
+
+extern "C" int cml__norm_bwd_longcluster_last_groups(void) {
+    return nbx_last_groups();
+}
+
 static cml_status launched(const char *kernel, cml_dtype dt, long long n, unsigned grid, unsigned block) {
     return cml__cuda_check_launch(FN, kernel, cml_dtype_name(dt), n, grid, block);
 }
@@ -267,6 +284,16 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, void *dbeta, 
                     (int)C);
         CML_TRY(launched("nbr_kernel", (cml_dtype)DT, rows * C, (unsigned)nb, (unsigned)(G * R)));
         return want ? partial_sum_launch<DT>(ctx, dgamma, dbeta, (float *)part, nb, C) : CML_OK;
+    }
+    nbx_plan xp;
+    if (vec && nbl_mode() != 0 && (C > (long long)threads * E_ROW || nbl_mode() == 2) &&
+        nbx_geometry<DT, true>(ctx->device.index, rows, C, &xp)) { /* one cluster a row: norm_bwd_cluster.cuh */
+        void *part = NULL;
+        if (want) CML_TRY(cml_ctx_workspace(ctx, &part, (size_t)xp.groups * 2 * (size_t)C * sizeof(float)));
+        CML_CUDA_TRY(FN, (nbx_launch<DT, true>(xp, st, dx, (float *)part, dy, x, gamma, mean, rstd, rows, C)));
+        CML_TRY(launched("nbx_kernel", (cml_dtype)DT, rows * C, (unsigned)xp.groups * (unsigned)xp.splits,
+                         NBX_THREADS));
+        return want ? partial_sum_launch<DT>(ctx, dgamma, dbeta, (float *)part, xp.groups, C) : CML_OK;
     }
     nbc_plan cp;
     if (vec && nbl_mode() != 0 && (C > (long long)threads * E_ROW || nbl_mode() == 2) &&

@@ -40,7 +40,7 @@ static __device__ __forceinline__ void nbc_wait(void) {
 
 /* Pass 1 of a row held in (wx, wd): adds the row's dgamma/dbeta terms into the thread's
  * accumulators (acc: nbl_kernel's layout) and returns the thread's (sum g, sum g xhat). */
-template <int DT, bool LN, int KW>
+template <int DT, bool LN, int KW, int TH = NBL_THREADS>
 static __device__ __forceinline__ float2 nbc_pass1(const uint4 (&wx)[KW], const uint4 (&wd)[KW],
                                                    const typename cml__elem<DT>::type *gw, int nn, float m, float r,
                                                    float4 *acc, int t) {
@@ -48,18 +48,18 @@ static __device__ __forceinline__ float2 nbc_pass1(const uint4 (&wx)[KW], const 
     float2 s = make_float2(0.0f, 0.0f);
 #pragma unroll
     for (int k = 0; k < KW; k++) {
-        const int c = (k * NBL_THREADS + t) * V;
+        const int c = (k * TH + t) * V;
         if (c < nn) {
             float xv[V], gv[V], gm[V];
             cml__unpack16<DT>(wx[k], xv);
             cml__unpack16<DT>(wd[k], gv);
             if (gw) cml__unpack16<DT>(__ldg((const uint4 *)(gw + c)), gm);
-            float4 *pg = acc + k * V4 * NBL_THREADS + t, *pb = pg + (E / 4) * NBL_THREADS;
+            float4 *pg = acc + k * V4 * TH + t, *pb = pg + (E / 4) * TH;
 #pragma unroll
             for (int j = 0; j < V4; j++) {
                 float ag[4], ab[4];
-                *(float4 *)ag = pg[j * NBL_THREADS];
-                if (LN) *(float4 *)ab = pb[j * NBL_THREADS];
+                *(float4 *)ag = pg[j * TH];
+                if (LN) *(float4 *)ab = pb[j * TH];
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
                     const int u = 4 * j + i;
@@ -69,8 +69,8 @@ static __device__ __forceinline__ float2 nbc_pass1(const uint4 (&wx)[KW], const 
                     ag[i] = __fmaf_rn(gv[u], xh, ag[i]);
                     if (LN) ab[i] += gv[u];
                 }
-                pg[j * NBL_THREADS] = *(const float4 *)ag;
-                if (LN) pb[j * NBL_THREADS] = *(const float4 *)ab;
+                pg[j * TH] = *(const float4 *)ag;
+                if (LN) pb[j * TH] = *(const float4 *)ab;
             }
         }
     }
@@ -78,20 +78,20 @@ static __device__ __forceinline__ float2 nbc_pass1(const uint4 (&wx)[KW], const 
 }
 
 /* The block's sums (LayerNorm: both; RMSNorm: sum g xhat in .y), in every thread. */
-template <bool LN> static __device__ __forceinline__ float2 nbc_block_sum(float2 s, float2 *red) {
-    if (LN) return cml__group_allreduce_sum2(s, NBL_THREADS, red);
-    return make_float2(0.0f, cml__group_allreduce(s.y, NBL_THREADS, (float *)red, cml__sum_op()));
+template <bool LN, int TH = NBL_THREADS> static __device__ __forceinline__ float2 nbc_block_sum(float2 s, float2 *red) {
+    if (LN) return cml__group_allreduce_sum2(s, TH, red);
+    return make_float2(0.0f, cml__group_allreduce(s.y, TH, (float *)red, cml__sum_op()));
 }
 
 /* dx of the thread's words of a row (dxr: the chunk's start in dx). */
-template <int DT, bool LN, int KW>
+template <int DT, bool LN, int KW, int TH = NBL_THREADS>
 static __device__ __forceinline__ void nbc_dx(typename cml__elem<DT>::type *dxr, const uint4 (&wx)[KW],
                                               const uint4 (&wd)[KW], const typename cml__elem<DT>::type *gw, int nn,
                                               float m, float r, float mg, float mgx, int t) {
     constexpr int V = nbl_dims<DT, KW>::V;
 #pragma unroll
     for (int k = 0; k < KW; k++) {
-        const int c = (k * NBL_THREADS + t) * V;
+        const int c = (k * TH + t) * V;
         if (c < nn) {
             float xv[V], gv[V], gm[V];
             cml__unpack16<DT>(wx[k], xv);
@@ -111,7 +111,7 @@ static __device__ __forceinline__ void nbc_dx(typename cml__elem<DT>::type *dxr,
 /* One row's words of this chunk (row clamped to a valid one: past the last row no word is
  * loaded and the values are not used); mean / rstd are read at the row's pass 1 (loaded with
  * the words they took two more registers, and the kernel spilled at its 64). */
-template <int DT, bool LN, int KW> struct nbc_row {
+template <int DT, bool LN, int KW, int TH = NBL_THREADS> struct nbc_row {
     uint4 x[KW], d[KW];
     float m, r;
     __device__ __forceinline__ void load(const void *X, const void *dY, long long row, long long rows, long long C,
@@ -119,8 +119,8 @@ template <int DT, bool LN, int KW> struct nbc_row {
         typedef typename cml__elem<DT>::type T;
         const long long rr = row < rows ? row : rows - 1;
         const int n = row < rows ? nn : 0;
-        cml__words_load<DT, KW>(x, (const T *)X + (size_t)rr * (size_t)C + lo, n, t, NBL_THREADS);
-        cml__words_load<DT, KW>(d, (const T *)dY + (size_t)rr * (size_t)C + lo, n, t, NBL_THREADS);
+        cml__words_load<DT, KW>(x, (const T *)X + (size_t)rr * (size_t)C + lo, n, t, TH);
+        cml__words_load<DT, KW>(d, (const T *)dY + (size_t)rr * (size_t)C + lo, n, t, TH);
     }
     __device__ __forceinline__ void stats(const float *mean, const float *rstd, long long row) {
         m = LN ? mean[row] : 0.0f;
@@ -342,6 +342,251 @@ static inline cudaError_t nbc_launch(const nbc_plan &p, cudaStream_t st, void *d
     const cudaError_t e = cudaLaunchKernelEx(&cfg, nbc_kernel<DT, LN, NBC_KW>, dx, part, dy, x, gamma, mean, rstd,
                                              rows, C, p.splits, p.groups);
     if (e == cudaSuccess) __atomic_fetch_add(&nbc_launch_count(), 1ull, __ATOMIC_RELAXED);
+    return e;
+}
+
+/* ---- rows past nbc's and nbl's half-chunk range: ONE cluster of <= 16 CTAs a row (nbx) ---------------------- */
+
+/* nbx_kernel: nbc_kernel's schedule and exchange for rows of up to 16 x 16384 columns (256x262144: the row as
+ * one cluster of 16 CTAs, where nbl_kernel took 32 / 64 chunks in lock step through L2; dev/membound/README.md,
+ * "Session 14 (helper h14d)"). A CTA is TH = 512 threads, one per SM (registers: 512 x 128 is the whole file;
+ * LayerNorm's accumulators 128 KB), and takes `ch` columns of the row (ch <= TH KW V, a multiple of V, the same
+ * for every CTA but the last: the row's chunks balanced). 16-bit: KW 4, the next row's words prefetched into
+ * registers through the wait and dx, as nbc (L2PF false). f32: KW 8 (64 registers a row of words: two rows
+ * would spill), so one row in registers and the next row's chunk prefetched into L2 at the top of the row
+ * (cp.async.bulk.prefetch.L2: value-free, no registers), its loads issued word by word right after each dx word
+ * (nbx_dx_reload). The arithmetic per element is nbc's (the same helpers): dx, dgamma, dbeta deterministic. */
+#define NBX_THREADS 512
+
+template <int DT> struct nbx_dims {
+    static constexpr int V = cml__words<DT>::V, KW = DT == CML_F32 ? 8 : 4, E = KW * V, CAP = NBX_THREADS * E;
+    static constexpr bool L2PF = DT == CML_F32;
+};
+
+template <int DT, bool LN> static inline size_t nbx_smem(void) {
+    return (size_t)(LN ? 2 : 1) * nbx_dims<DT>::E * NBX_THREADS * sizeof(float);
+}
+
+/* The next row's chunk of x and dy into L2 (lanes 0..7 of warp 0: four pieces a tensor); nothing past the last row. */
+template <int DT>
+static __device__ __forceinline__ void nbx_prefetch_l2(const void *x, const void *dy, long long row, long long rows,
+                                                       long long C, long long lo, int nn) {
+    typedef typename cml__elem<DT>::type T;
+    constexpr int V = cml__words<DT>::V;
+    const int l = (int)threadIdx.x;
+    if (row >= rows || l >= 8) return;
+    const int piece = ((nn + 3) / 4 + V - 1) / V * V, start = (l & 3) * piece;
+    const int len = nn - start < piece ? nn - start : piece;
+    if (len <= 0) return;
+    const T *p = (const T *)(l < 4 ? x : dy) + (size_t)row * (size_t)C + lo + start;
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"((uint32_t)(len * (int)sizeof(T)))
+                 : "memory");
+}
+
+/* nbc_dx, then each word's registers reloaded with the next row's word (row clamped as nbc_row's). */
+template <int DT, bool LN, int KW, int TH>
+static __device__ __forceinline__ void nbx_dx_reload(typename cml__elem<DT>::type *dxr, nbc_row<DT, LN, KW, TH> &a,
+                                                     const typename cml__elem<DT>::type *gw, int nn, float mg,
+                                                     float mgx, int t, const void *X, const void *dY, long long nrow,
+                                                     long long rows, long long C, long long lo) {
+    typedef typename cml__elem<DT>::type T;
+    constexpr int V = cml__words<DT>::V;
+    const long long rr = nrow < rows ? nrow : rows - 1;
+    const int n = nrow < rows ? nn : 0;
+    const T *xr = (const T *)X + (size_t)rr * (size_t)C + lo, *dr = (const T *)dY + (size_t)rr * (size_t)C + lo;
+#pragma unroll
+    for (int k = 0; k < KW; k++) {
+        const int c = (k * TH + t) * V;
+        if (c < nn) {
+            float xv[V], gv[V], gm[V];
+            cml__unpack16<DT>(a.x[k], xv);
+            cml__unpack16<DT>(a.d[k], gv);
+            if (gw) cml__unpack16<DT>(__ldg((const uint4 *)(gw + c)), gm);
+#pragma unroll
+            for (int u = 0; u < V; u++) {
+                const float xh = (xv[u] - a.m) * a.r, g = gw ? gv[u] * gm[u] : gv[u];
+                if (LN) xv[u] = a.r * __fmaf_rn(-xh, mgx, g - mg);
+                else xv[u] = a.r * (gw ? __fmaf_rn(gv[u], gm[u], -__fmul_rn(xh, mgx)) : __fmaf_rn(-xh, mgx, g));
+            }
+            cml__st16(dxr + c, cml__pack16_fast<DT>(xv));
+        }
+        a.x[k] = c < n ? __ldg((const uint4 *)(xr + c)) : make_uint4(0, 0, 0, 0);
+        a.d[k] = c < n ? __ldg((const uint4 *)(dr + c)) : make_uint4(0, 0, 0, 0);
+    }
+}
+
+template <int DT, bool LN>
+static __global__ void __launch_bounds__(NBX_THREADS, 1)
+    nbx_kernel(void *dx, float *part, const void *dy, const void *x, const void *gamma, const float *mean,
+               const float *rstd, long long rows, long long C, int ch, int splits, int groups) {
+    typedef typename cml__elem<DT>::type T;
+    constexpr int TH = NBX_THREADS, KW = nbx_dims<DT>::KW, V = nbx_dims<DT>::V, E = nbx_dims<DT>::E, V4 = V / 4;
+    constexpr bool L2PF = nbx_dims<DT>::L2PF;
+    extern __shared__ float4 nbx_acc[]; /* [LN ? 2 : 1][E / 4][TH]: nbc's layout at TH threads */
+    __shared__ float2 red[2][32];
+    __shared__ float2 slots[4 * NBC_MAX_SPLITS];
+    __shared__ uint64_t bars[4];
+    const int t = threadIdx.x;
+    const int chunk = (int)cml__cluster_rank(), q = (int)(blockIdx.x / (unsigned)splits);
+    const nbc_xchg xc = {slots, bars, chunk, splits};
+    const long long lo = (long long)chunk * ch;
+    const int nn = (int)(C - lo < ch ? C - lo : ch);
+    const T *gw = gamma ? (const T *)gamma + lo : nullptr;
+    const nb_div div(C);
+#pragma unroll
+    for (int j = 0; j < (E / 4) * (LN ? 2 : 1); j++) nbx_acc[j * TH + t] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    xc.init();
+    long long row = q;
+    nbc_row<DT, LN, KW, TH> a;
+    a.load(x, dy, row, rows, C, lo, nn, t);
+    for (int n = 0; row < rows; row += groups, n++) { /* n: the row's index in this cluster's walk */
+        if (L2PF) nbx_prefetch_l2<DT>(x, dy, row + groups, rows, C, lo, nn);
+        a.stats(mean, rstd, row);
+        xc.publish(n, nbc_block_sum<LN, TH>(nbc_pass1<DT, LN, KW, TH>(a.x, a.d, gw, nn, a.m, a.r, nbx_acc, t),
+                                            red[n & 1]));
+        T *dxr = (T *)dx + (size_t)row * (size_t)C + lo;
+        if (L2PF) {
+            const float2 m2 = xc.collect(n);
+            nbx_dx_reload<DT, LN, KW, TH>(dxr, a, gw, nn, div(m2.x), div(m2.y), t, x, dy, row + groups, rows, C, lo);
+        } else {
+            nbc_row<DT, LN, KW, TH> b;
+            b.load(x, dy, row + groups, rows, C, lo, nn, t); /* in flight through the wait and dx */
+            const float2 m2 = xc.collect(n);
+            nbc_dx<DT, LN, KW, TH>(dxr, a.x, a.d, gw, nn, a.m, a.r, div(m2.x), div(m2.y), t);
+            a = b;
+        }
+    }
+    cml__pdl_launch_dependents(); /* the partial-sum kernel may be scheduled: it waits for this grid to end */
+    xc.finish_arrive();
+    if (part) {
+        float *pg = part + (size_t)q * (LN ? 2 : 1) * (size_t)C + lo;
+#pragma unroll
+        for (int k = 0; k < KW; k++) {
+            const int c = (k * TH + t) * V;
+            if (c < nn)
+#pragma unroll
+                for (int j = 0; j < V4; j++) {
+                    const float4 g = nbx_acc[(k * V4 + j) * TH + t];
+                    cml__st16(pg + c + 4 * j, make_uint4(__float_as_uint(g.x), __float_as_uint(g.y),
+                                                         __float_as_uint(g.z), __float_as_uint(g.w)));
+                    if (LN) {
+                        const float4 d = nbx_acc[(E / 4 + k * V4 + j) * TH + t];
+                        cml__st16(pg + C + c + 4 * j, make_uint4(__float_as_uint(d.x), __float_as_uint(d.y),
+                                                                 __float_as_uint(d.z), __float_as_uint(d.w)));
+                    }
+                }
+        }
+    }
+    xc.finish_wait();
+}
+
+/* CML_NORM_BWD_LONGCLUSTER (read once): 0 = never nbx_kernel (the dispatch before session 14: nbl_kernel for
+ * these rows), all = wherever a row fits 2..16 of its CTAs (ahead of nbc_kernel); otherwise (default) the
+ * LayerNorm rows of 16-bit storage that nbl_kernel would cut into full chunks (C > 131072) up to 16 CTAs
+ * (C <= 262144). Session 15 measured it there at 1.05x nbl_kernel (bf16 256 x 262144); RMSNorm bf16 (0.99x)
+ * and f32 (0.80-0.85x: the L2 prefetch of the next row does not hide its reload) lose, so they stay on
+ * nbl_kernel unless asked for (dev/membound/README.md, "Session 15"). Tests force a mode in-process:
+ * cml__norm_bwd_longcluster_force (layernorm_bwd.cu; -1 = the environment's, 0 / 1 / 2 = off / default /
+ * all); an inline function's static is one object across the two
+ * translation units. */
+inline int &nbx_forced(void) {
+    static int mode = -1;
+    return mode;
+}
+
+inline unsigned long long &nbx_launch_count(void) {
+    static unsigned long long n;
+    return n;
+}
+
+inline int &nbx_last_groups(void) { /* the clusters of the last launch (for the tests' log) */
+    static int g;
+    return g;
+}
+
+static inline int nbx_mode(void) {
+    static int env = -1;
+    if (env < 0) {
+        const char *e = getenv("CML_NORM_BWD_LONGCLUSTER");
+        env = e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "all") == 0 ? 2 : 1;
+    }
+    return nbx_forced() >= 0 ? nbx_forced() : env;
+}
+
+struct nbx_plan {
+    int ch, splits, groups;
+};
+
+template <int DT, bool LN>
+static inline cudaLaunchConfig_t nbx_config(unsigned grid, int splits, cudaStream_t st, cudaLaunchAttribute *attr) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(NBX_THREADS);
+    cfg.dynamicSmemBytes = nbx_smem<DT, LN>();
+    cfg.stream = st;
+    attr->id = cudaLaunchAttributeClusterDimension;
+    attr->val.clusterDim.x = (unsigned)splits;
+    attr->val.clusterDim.y = 1;
+    attr->val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cfg;
+}
+
+/* Clusters of `splits` nbx CTAs resident at once on device `dev` (0 when none fits or on error); cached. */
+template <int DT, bool LN> static inline int nbx_clusters(int dev, int splits) {
+    static int cache[16][NBC_MAX_SPLITS + 1];
+    if (dev < 0 || dev >= 16 || splits < 2 || splits > NBC_MAX_SPLITS) return 0;
+    int &n = cache[dev][splits];
+    if (n == 0) {
+        const void *k = (const void *)nbx_kernel<DT, LN>;
+        cudaLaunchAttribute attr;
+        const cudaLaunchConfig_t cfg = nbx_config<DT, LN>((unsigned)splits, splits, 0, &attr);
+        int c = 0;
+        if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cfg.dynamicSmemBytes) !=
+                cudaSuccess ||
+            (splits > 8 && cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) ||
+            cudaOccupancyMaxActiveClusters(&c, k, &cfg) != cudaSuccess) {
+            (void)cudaGetLastError();
+            c = 0;
+        }
+        n = c > 0 ? c : -1;
+    }
+    return n > 0 ? n : 0;
+}
+
+/* Host: the cluster launch for these rows, or false (then the paths before session 14). */
+template <int DT, bool LN> static inline bool nbx_geometry(int dev, long long rows, long long C, nbx_plan *p) {
+    const int mode = nbx_mode();
+    constexpr long long CAP = nbx_dims<DT>::CAP, V = nbx_dims<DT>::V;
+    if (!mode || rows <= 0 || C <= nbl_dims<DT, 4>::CH) return false;
+    if (mode == 1 && (!LN || DT == CML_F32 || C <= 32ll * nbl_dims<DT, 2>::CH)) return false;
+    long long sp = (C + CAP - 1) / CAP;
+    if (sp < 2 || sp > NBC_MAX_SPLITS) return false;
+    const long long ch = ((C + sp - 1) / sp + V - 1) / V * V; /* balanced chunks, whole words */
+    sp = (C + ch - 1) / ch;
+    if (sp < 2) return false;
+    long long g = nbx_clusters<DT, LN>(dev, (int)sp);
+    if (g < 1) return false;
+    if (g > rows) g = rows;
+    *p = nbx_plan{(int)ch, (int)sp, (int)g};
+    return true;
+}
+
+/* Launches the kernel as planned (LN reads mean; part NULL when no dgamma/dbeta is wanted: otherwise
+ * (groups, LN ? 2 : 1, C) floats, 16-byte aligned). A plain launch, as nbc's. */
+template <int DT, bool LN>
+static inline cudaError_t nbx_launch(const nbx_plan &p, cudaStream_t st, void *dx, float *part, const void *dy,
+                                     const void *x, const void *gamma, const float *mean, const float *rstd,
+                                     long long rows, long long C) {
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = nbx_config<DT, LN>((unsigned)p.groups * (unsigned)p.splits, p.splits, st, &attr);
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, nbx_kernel<DT, LN>, dx, part, dy, x, gamma, mean, rstd, rows, C,
+                                             p.ch, p.splits, p.groups);
+    if (e == cudaSuccess) {
+        __atomic_fetch_add(&nbx_launch_count(), 1ull, __ATOMIC_RELAXED);
+        nbx_last_groups() = p.groups;
+    }
     return e;
 }
 

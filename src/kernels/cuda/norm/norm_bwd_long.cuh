@@ -25,7 +25,8 @@
  * measured 35-45%). A row of one chunk (splits = 1) needs no row sync. Rows of 3..16 half
  * chunks (longer than one full chunk) take the cluster kernel instead (norm_bwd_cluster.cuh:
  * the chunks of a row exchange their sums through distributed shared memory), unless
- * CML_NORM_BWD_CLUSTER=0.
+ * CML_NORM_BWD_CLUSTER=0; so do rows of more than 32 half chunks up to 16 x 16384 columns (nbx_kernel
+ * there: one cluster of <= 16 CTAs of 512 threads a row), unless CML_NORM_BWD_LONGCLUSTER=0.
  *
  * Blocks take their (group, chunk) from a ticket in start order, so a group's
  * blocks are consecutive tickets and every group whose tickets are all out

@@ -254,6 +254,15 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, const void *d
         CML_TRY(launched("nbr_kernel", DT, rows * C, (unsigned)nb, (unsigned)(G * R)));
         return dgamma ? partial_sum_launch<DT>(ctx, dgamma, (float *)part, nb, C) : CML_OK;
     }
+    nbx_plan xp;
+    if (vec && nbl_mode() != 0 && (C > 1024ll * E_ROW || nbl_mode() == 2) &&
+        nbx_geometry<DT, false>(ctx->device.index, rows, C, &xp)) { /* one cluster a row: norm_bwd_cluster.cuh */
+        void *part = NULL;
+        if (dgamma) CML_TRY(cml_ctx_workspace(ctx, &part, (size_t)xp.groups * (size_t)C * sizeof(float)));
+        CML_CUDA_TRY(FN, (nbx_launch<DT, false>(xp, st, dx, (float *)part, dy, x, gamma, nullptr, rstd, rows, C)));
+        CML_TRY(launched("nbx_kernel", DT, rows * C, (unsigned)xp.groups * (unsigned)xp.splits, NBX_THREADS));
+        return dgamma ? partial_sum_launch<DT>(ctx, dgamma, (float *)part, xp.groups, C) : CML_OK;
+    }
     nbc_plan cp;
     if (vec && nbl_mode() != 0 && (C > 1024ll * E_ROW || nbl_mode() == 2) &&
         nbc_geometry<DT, false>(ctx->device.index, rows, C, &cp)) { /* rows of 3..16 half chunks: norm_bwd_cluster.cuh */
