@@ -66,8 +66,8 @@ def op_bytes(op, rows, cols, es):
         "layernorm_bwd": 3 * rc + 3 * c + 8 * r,
         "rmsnorm": 2 * rc + c + 4 * r,
         "rmsnorm_bwd": 3 * rc + 2 * c + 4 * r,
-        "cross_entropy": rc + 12 * r,
-        "cross_entropy_bwd": 2 * rc + 12 * r,
+        "cross_entropy": rc + 20 * r,          # logits, targets (i64), loss, lse (2 f32: ours saves it)
+        "cross_entropy_bwd": 2 * rc + 20 * r,  # logits, dlogits, targets, dloss, lse
         "convert_scaled_e4m3": rc + n + 4,
         "convert_scaled_e4m3_amax": rc + n + 8,
     }[op]

@@ -120,7 +120,7 @@ static bool parse_ops(const char *text, bool *want) {
 static const int64_t SHAPES[][2] = {{4096, 1024}, {4096, 4096}, {16384, 8192}, {1024, 32768}, {256, 262144}};
 enum { N_SHAPES = 5 };
 #define POOL_ELEMS ((int64_t)1 << 28) /* elements of each input pool and of the output pool; the 1 GiB flat sum */
-#define POOL_ROWS ((int64_t)1 << 17)  /* per-row pools (targets, mean, rstd, loss, dloss) */
+#define POOL_ROWS ((int64_t)1 << 17)  /* per-row pools (targets, mean, rstd, loss, lse, dloss) */
 #define POOL_COLS ((int64_t)1 << 20)  /* per-column output pools (dgamma, dbeta) */
 #define MAX_COLS 262144               /* gamma, beta: shared by the sets, as a model shares its weights */
 #define FLUSH_BYTES ((size_t)256 << 20)
@@ -141,7 +141,7 @@ typedef struct bench {
     /* input pools (random), per dtype: 0 = f32, 1 = bf16; set s of a shape starts s * rows * cols in */
     void *x[2], *dy[2], *gamma[2], *beta[2];
     void *y, *dgamma, *dbeta; /* output pools */
-    float *mean, *rstd, *loss, *dloss, *scale, *amax;
+    float *mean, *rstd, *loss, *lse, *dloss, *scale, *amax;
     int64_t *targets;
 } bench;
 
@@ -159,6 +159,7 @@ static cml_status run_op(bench *b, const run_args *a, int s) {
     const void *x = (const char *)b->x[d] + (size_t)s * n * es, *dy = (const char *)b->dy[d] + (size_t)s * n * es;
     void *y = (char *)b->y + (size_t)s * n * sizeof(float); /* room for any output of the shape */
     float *mean = b->mean + s * a->rows, *rstd = b->rstd + s * a->rows, *loss = b->loss + s * a->rows;
+    float *lse = b->lse + 2 * s * a->rows; /* (max, log-sum) a row */
     const float *dloss = b->dloss + s * a->rows;
     const int64_t *targets = b->targets + s * a->rows;
     void *dgamma = (float *)b->dgamma + s * a->cols, *dbeta = (float *)b->dbeta + s * a->cols;
@@ -172,8 +173,9 @@ static cml_status run_op(bench *b, const run_args *a, int s) {
         return cml_layernorm_bwd(b->ctx, y, dgamma, dbeta, dy, x, b->gamma[d], mean, rstd, a->rows, a->cols, a->dt);
     case OP_RMSNORM: return cml_rmsnorm_fwd(b->ctx, y, rstd, x, b->gamma[d], a->rows, a->cols, 1e-5f, a->dt);
     case OP_RMSNORM_BWD: return cml_rmsnorm_bwd(b->ctx, y, dgamma, dy, x, b->gamma[d], rstd, a->rows, a->cols, a->dt);
-    case OP_CE: return cml_cross_entropy_fwd(b->ctx, loss, x, targets, a->rows, a->cols, a->dt, -100);
-    case OP_CE_BWD: return cml_cross_entropy_bwd(b->ctx, y, dloss, x, targets, a->rows, a->cols, a->dt, -100);
+    /* as the framework calls them: the forward's logsumexp goes to the backward */
+    case OP_CE: return cml_cross_entropy_fwd(b->ctx, loss, lse, x, targets, a->rows, a->cols, a->dt, -100);
+    case OP_CE_BWD: return cml_cross_entropy_bwd(b->ctx, y, dloss, x, lse, targets, a->rows, a->cols, a->dt, -100);
     default:
         return cml_convert_scaled(b->ctx, y, CML_F8E4M3, x, a->dt, a->rows * a->cols, b->scale,
                                   a->op == OP_FP8_AMAX ? b->amax : NULL);
@@ -192,8 +194,8 @@ static double op_bytes(int op, int64_t rows, int64_t cols, size_t es) {
     case OP_LAYERNORM_BWD: return 3 * rc + 3 * c + 8 * r; /* dy, x, dx, gamma, dgamma, dbeta, mean, rstd */
     case OP_RMSNORM: return 2 * rc + c + 4 * r;           /* x, y, gamma, rstd */
     case OP_RMSNORM_BWD: return 3 * rc + 2 * c + 4 * r;   /* dy, x, dx, gamma, dgamma, rstd */
-    case OP_CE: return rc + 12 * r;                       /* logits, targets (i64), loss (f32) */
-    case OP_CE_BWD: return 2 * rc + 12 * r;               /* logits, dlogits, targets, dloss */
+    case OP_CE: return rc + 20 * r;                       /* logits, targets (i64), loss, lse (2 f32) */
+    case OP_CE_BWD: return 2 * rc + 20 * r;               /* logits, dlogits, targets, dloss, lse */
     case OP_FP8: return rc + n + 4;                       /* x, y (1 byte each), scale */
     default: return rc + n + 8;                           /* x, y, scale, amax */
     }
@@ -380,6 +382,7 @@ static void setup(bench *b) {
     b->mean = bench_dmalloc(sizeof(float) * POOL_ROWS);
     b->rstd = bench_dmalloc(sizeof(float) * POOL_ROWS);
     b->loss = bench_dmalloc(sizeof(float) * POOL_ROWS);
+    b->lse = bench_dmalloc(2 * sizeof(float) * POOL_ROWS);
     b->dloss = bench_dmalloc(sizeof(float) * POOL_ROWS);
     b->targets = bench_dmalloc(sizeof(int64_t) * POOL_ROWS);
     b->scale = bench_dmalloc(2 * sizeof(float));
@@ -387,6 +390,7 @@ static void setup(bench *b) {
     fill_random_f32(b->mean, POOL_ROWS, 5, -0.1f, 0.1f);
     fill_random_f32(b->rstd, POOL_ROWS, 6, 0.5f, 2.0f);
     fill_random_f32(b->dloss, POOL_ROWS, 7, 0.5f, 1.5f);
+    fill_random_f32(b->lse, 2 * POOL_ROWS, 8, 1.0f, 12.0f); /* max / log-sum-like, until a forward writes them */
     const float scale = FP8_SCALE;
     BENCH_CUDA_OK(cudaMemcpy(b->scale, &scale, sizeof scale, cudaMemcpyHostToDevice));
     BENCH_CUDA_OK(cudaDeviceSynchronize());

@@ -147,21 +147,27 @@ cml_status cml_softmax_bwd(cml_ctx *ctx, void *dx, const void *dy, const void *y
 
 /* Per-row cross-entropy straight from logits (rows, classes), never
  * materializing probabilities: loss[r] = logsumexp(logits[r]) - logits[r, t[r]],
- * 0 where t[r] == ignore_index. loss is f32 (rows). Targets are i64; a target
+ * 0 where t[r] == ignore_index. loss is f32 (rows). lse, unless NULL, gets each
+ * row's logsumexp as two f32 (rows, 2): the row max m and log(sum(exp(x - m)))
+ * (one rounded f32 logsumexp would cost exp(x - lse) its low bits at large
+ * logits); (-inf, 0) for a row of -inf logits, NaN for an ignored row or one
+ * with a bad target. Give it to cml_cross_entropy_bwd, which then reads the
+ * logits once instead of twice or holding rows on chip. Targets are i64; a target
  * outside [0, classes) that is not ignore_index is CML_ERR_INVALID_ARG. On CUDA
  * the targets are checked on the device and the calls do not wait: the rows
  * with a bad target get NaN, the others are computed, and the error comes
  * from the next wait for the stream (camel/runtime.h, "contexts"). */
-cml_status cml_cross_entropy_fwd(cml_ctx *ctx, float *loss, const void *logits,
+cml_status cml_cross_entropy_fwd(cml_ctx *ctx, float *loss, float *lse, const void *logits,
                                  const int64_t *targets, int64_t rows, int64_t classes,
                                  cml_dtype dtype, int64_t ignore_index);
 /* dlogits[r] = dloss[r] * (softmax(logits[r]) - onehot(t[r])); 0 for ignored rows.
+ * lse: the forward's (softmax = exp((x - m) - log-sum)), or NULL to recompute it.
  * A -inf logit is a class of probability 0: a row whose target's logit, or every
  * logit, is -inf has loss +inf; softmax over a row of -inf logits only is taken
  * as all 0, so its dlogits are -dloss[r] at the target and 0 elsewhere. */
 cml_status cml_cross_entropy_bwd(cml_ctx *ctx, void *dlogits, const float *dloss,
-                                 const void *logits, const int64_t *targets, int64_t rows,
-                                 int64_t classes, cml_dtype dtype, int64_t ignore_index);
+                                 const void *logits, const float *lse, const int64_t *targets,
+                                 int64_t rows, int64_t classes, cml_dtype dtype, int64_t ignore_index);
 
 /* ---- indexing ------------------------------------------------------------ */
 

@@ -16,7 +16,7 @@ static cml_status check_ce(const char *fn, int64_t rows, int64_t classes, cml_dt
     return cml__check_dtype_float(fn, "dtype", dtype);
 }
 
-cml_status cml_cross_entropy_fwd(cml_ctx *ctx, float *loss, const void *logits,
+cml_status cml_cross_entropy_fwd(cml_ctx *ctx, float *loss, float *lse, const void *logits,
                                  const int64_t *targets, int64_t rows, int64_t classes,
                                  cml_dtype dtype, int64_t ignore_index) {
     static const char fn[] = "cml_cross_entropy_fwd";
@@ -28,15 +28,16 @@ cml_status cml_cross_entropy_fwd(cml_ctx *ctx, float *loss, const void *logits,
         CML__CHECK_NOT_NULL(fn, targets);
     }
 #ifdef CML_HAVE_CUDA
-    if (cml_ctx_device(ctx).type == CML_CUDA) return cml__cross_entropy_fwd_cuda(ctx, loss, logits, targets, rows, classes, dtype, ignore_index);
+    if (cml_ctx_device(ctx).type == CML_CUDA)
+        return cml__cross_entropy_fwd_cuda(ctx, loss, lse, logits, targets, rows, classes, dtype, ignore_index);
 #endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
-    return cml__cross_entropy_fwd_cpu(ctx, loss, logits, targets, rows, classes, dtype, ignore_index);
+    return cml__cross_entropy_fwd_cpu(ctx, loss, lse, logits, targets, rows, classes, dtype, ignore_index);
 }
 
 cml_status cml_cross_entropy_bwd(cml_ctx *ctx, void *dlogits, const float *dloss,
-                                 const void *logits, const int64_t *targets, int64_t rows,
-                                 int64_t classes, cml_dtype dtype, int64_t ignore_index) {
+                                 const void *logits, const float *lse, const int64_t *targets,
+                                 int64_t rows, int64_t classes, cml_dtype dtype, int64_t ignore_index) {
     static const char fn[] = "cml_cross_entropy_bwd";
     CML__CHECK_NOT_NULL(fn, ctx);
     CML_TRY(check_ce(fn, rows, classes, dtype));
@@ -47,8 +48,10 @@ cml_status cml_cross_entropy_bwd(cml_ctx *ctx, void *dlogits, const float *dloss
         CML__CHECK_NOT_NULL(fn, targets);
     }
 #ifdef CML_HAVE_CUDA
-    if (cml_ctx_device(ctx).type == CML_CUDA) return cml__cross_entropy_bwd_cuda(ctx, dlogits, dloss, logits, targets, rows, classes, dtype, ignore_index);
+    if (cml_ctx_device(ctx).type == CML_CUDA)
+        return cml__cross_entropy_bwd_cuda(ctx, dlogits, dloss, logits, lse, targets, rows, classes, dtype,
+                                           ignore_index);
 #endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
-    return cml__cross_entropy_bwd_cpu(ctx, dlogits, dloss, logits, targets, rows, classes, dtype, ignore_index);
+    return cml__cross_entropy_bwd_cpu(ctx, dlogits, dloss, logits, lse, targets, rows, classes, dtype, ignore_index);
 }

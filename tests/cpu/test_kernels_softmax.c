@@ -98,14 +98,18 @@ static void run_cross_entropy(int64_t rows, int64_t classes, cml_dtype dt, int64
         dloss[r] = 0.5f + cml_rng_uniform(rng);
     }
     th_poison(loss, (size_t)rows * 4);
-    CHECK_OK(cml_cross_entropy_fwd(kt_ctx(), loss, logits.data, t, rows, classes, dt, ignore_index));
-    CHECK_OK(cml_cross_entropy_bwd(kt_ctx(), dlogits.data, dloss, logits.data, t, rows, classes, dt, ignore_index));
+    CHECK_OK(cml_cross_entropy_fwd(kt_ctx(), loss, NULL, logits.data, t, rows, classes, dt, ignore_index));
+    CHECK_OK(cml_cross_entropy_bwd(kt_ctx(), dlogits.data, dloss, logits.data, NULL, t, rows, classes, dt,
+                                   ignore_index));
     double *ref = kt_malloc((size_t)rows * 8), *dref = kt_malloc((size_t)total * 8), *p = kt_malloc((size_t)classes * 8);
+    double *lse_ref = kt_malloc((size_t)rows * 8);
     float *dout = kt_malloc((size_t)total * 4);
     for (int64_t r = 0; r < rows; r++) {
         for (int64_t c = 0; c < classes; c++) p[c] = kt_get(&logits, r * classes + c);
         bool ignored = t[r] == ignore_index;
+        const double x0 = p[0];
         ref_softmax(p, classes, true, p); /* log-probabilities */
+        lse_ref[r] = x0 - p[0];
         ref[r] = ignored ? 0 : -p[t[r]];
         for (int64_t c = 0; c < classes; c++) {
             dref[r * classes + c] = ignored ? 0 : dloss[r] * (exp(p[c]) - (c == t[r]));
@@ -123,6 +127,28 @@ static void run_cross_entropy(int64_t rows, int64_t classes, cml_dtype dt, int64
             for (int64_t c = 0; c < classes; c++) ignored_nonzero += kt_get(&dlogits, r * classes + c) != 0;
         }
     CHECK_MSG(ignored_nonzero == 0, "ignored rows must give 0 loss and 0 gradient (%d nonzero)", ignored_nonzero);
+    /* with the forward's logsumexp as (max, log-sum) pairs: the same losses, pairs that sum to the
+     * row's logsumexp (NaN for ignored rows), and the backward from them */
+    float *lse = kt_malloc((size_t)rows * 8), *loss2 = kt_malloc((size_t)rows * 4);
+    th_poison(lse, (size_t)rows * 8);
+    th_poison(loss2, (size_t)rows * 4);
+    CHECK_OK(cml_cross_entropy_fwd(kt_ctx(), loss2, lse, logits.data, t, rows, classes, dt, ignore_index));
+    CHECK_MSG(memcmp(loss2, loss, (size_t)rows * 4) == 0, "cross_entropy_fwd: the losses changed with lse asked for");
+    for (int64_t r = 0; r < rows; r++) {
+        const double got = (double)lse[2 * r] + lse[2 * r + 1];
+        if (t[r] == ignore_index) CHECK_MSG(isnan(got), "lse of ignored row %lld is %g", (long long)r, got);
+        else CHECK_MSG(fabs(got - lse_ref[r]) <= 1e-5 * (1 + fabs(lse_ref[r])), "lse row %lld: %.9g, want %.9g",
+                       (long long)r, got, lse_ref[r]);
+    }
+    th_poison(dlogits.data, (size_t)total * cml_dtype_size(dt));
+    CHECK_OK(cml_cross_entropy_bwd(kt_ctx(), dlogits.data, dloss, logits.data, lse, t, rows, classes, dt,
+                                   ignore_index));
+    for (int64_t i = 0; i < total; i++) dout[i] = (float)kt_get(&dlogits, i);
+    KT_CHECK_CLOSE(dout, dref, total, kt_tol(dt), "cross_entropy_bwd (lse) rows=%lld classes=%lld %s",
+                   (long long)rows, (long long)classes, cml_dtype_name(dt));
+    free(lse);
+    free(loss2);
+    free(lse_ref);
     free(t);
     free(loss);
     free(dloss);
@@ -165,8 +191,8 @@ static void run_ce_infinities(int64_t C, cml_dtype dt, cml_rng *rng) {
     float loss[R];
     th_poison(loss, sizeof loss);
     th_poison(dx.data, (size_t)total * cml_dtype_size(dt));
-    CHECK_OK(cml_cross_entropy_fwd(kt_ctx(), loss, x.data, t, R, C, dt, IGN));
-    CHECK_OK(cml_cross_entropy_bwd(kt_ctx(), dx.data, dloss, x.data, t, R, C, dt, IGN));
+    CHECK_OK(cml_cross_entropy_fwd(kt_ctx(), loss, NULL, x.data, t, R, C, dt, IGN));
+    CHECK_OK(cml_cross_entropy_bwd(kt_ctx(), dx.data, dloss, x.data, NULL, t, R, C, dt, IGN));
     CHECK_MSG(loss[0] == INFINITY && loss[1] == INFINITY && loss[5] == INFINITY,
               "C=%lld %s: losses of -inf rows / a -inf target %g %g %g, want +inf", (long long)C, cml_dtype_name(dt),
               loss[0], loss[1], loss[5]);
@@ -245,16 +271,16 @@ static void test_errors(void) {
                  "cml_softmax_fwd: dtype=i32 must be a floating-point dtype");
     CHECK_STATUS(cml_softmax_bwd(ctx, y, x, NULL, 2, 4, 1, CML_F32, true), CML_ERR_INVALID_ARG,
                  "cml_softmax_bwd: y must not be NULL");
-    CHECK_STATUS(cml_cross_entropy_fwd(ctx, loss, x, t, 4, 10, CML_F32, -100), CML_ERR_INVALID_ARG,
+    CHECK_STATUS(cml_cross_entropy_fwd(ctx, loss, NULL, x, t, 4, 10, CML_F32, -100), CML_ERR_INVALID_ARG,
                  "cml_cross_entropy_fwd: targets[2]=12 must be in [0, 10)");
-    CHECK_STATUS(cml_cross_entropy_bwd(ctx, y, loss, x, t, 4, 10, CML_F32, -100), CML_ERR_INVALID_ARG,
+    CHECK_STATUS(cml_cross_entropy_bwd(ctx, y, loss, x, NULL, t, 4, 10, CML_F32, -100), CML_ERR_INVALID_ARG,
                  "cml_cross_entropy_bwd: targets[2]=12");
-    CHECK_STATUS(cml_cross_entropy_fwd(ctx, loss, x, t, 4, 0, CML_F32, -100), CML_ERR_INVALID_ARG,
+    CHECK_STATUS(cml_cross_entropy_fwd(ctx, loss, NULL, x, t, 4, 0, CML_F32, -100), CML_ERR_INVALID_ARG,
                  "classes=0 must be >= 1");
-    CHECK_STATUS(cml_cross_entropy_bwd(ctx, y, NULL, x, t, 4, 10, CML_F32, -100), CML_ERR_INVALID_ARG,
+    CHECK_STATUS(cml_cross_entropy_bwd(ctx, y, NULL, x, NULL, t, 4, 10, CML_F32, -100), CML_ERR_INVALID_ARG,
                  "dloss must not be NULL");
     t[2] = 12;
-    CHECK_OK(cml_cross_entropy_fwd(ctx, loss, x, t, 4, 10, CML_F32, 12)); /* now it is ignored */
+    CHECK_OK(cml_cross_entropy_fwd(ctx, loss, NULL, x, t, 4, 10, CML_F32, 12)); /* now it is ignored */
     CHECK(loss[2] == 0);
 }
 

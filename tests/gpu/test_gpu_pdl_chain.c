@@ -114,8 +114,8 @@ static void chain_run(chain *c, bool sync) {
                            dt));
     STEP(cml_rmsnorm_fwd(gctx, b[B_Y2], b[B_RSTD2], b[B_Y1], c->gamma, R, C, 1e-5f, dt));
     STEP(cml_rmsnorm_bwd(gctx, b[B_DX3], b[B_DG2], b[B_DX2], b[B_Y1], c->gamma, b[B_RSTD2], R, C, dt));
-    STEP(cml_cross_entropy_fwd(gctx, b[B_LOSS], b[B_Y2], c->tgt, R, C, dt, -100));
-    STEP(cml_cross_entropy_bwd(gctx, b[B_DL], b[B_LOSS], b[B_DX3], c->tgt, R, C, dt, -100));
+    STEP(cml_cross_entropy_fwd(gctx, b[B_LOSS], NULL, b[B_Y2], c->tgt, R, C, dt, -100));
+    STEP(cml_cross_entropy_bwd(gctx, b[B_DL], b[B_LOSS], b[B_DX3], NULL, c->tgt, R, C, dt, -100));
     STEP(cml_reduce(gctx, CML_REDUCE_SUM, b[B_SUM], dt, b[B_DL], dt, R, C, 1, 0));
     STEP(cml_copy(gctx, b[B_G32], &L, CML_F32, b[B_DL], &L, dt));
     STEP(cml_adam_update(gctx, b[B_PARAM], b[B_G32], b[B_M], b[B_V], n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, 1));

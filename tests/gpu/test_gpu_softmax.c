@@ -163,11 +163,15 @@ static void run_ce(cml_dtype dt, int64_t rows, int64_t classes, int64_t bad_row,
     unsigned char *hx = malloc(bytes), *want = malloc(bytes), *got = malloc(bytes);
     int64_t *ht = malloc(sizeof(int64_t) * (size_t)rows);
     float *hdl = malloc(sizeof(float) * (size_t)rows), *lw = malloc(sizeof(float) * (size_t)rows),
-          *lg = malloc(sizeof(float) * (size_t)rows);
+          *lg = malloc(sizeof(float) * (size_t)rows), *lg2 = malloc(sizeof(float) * (size_t)rows);
+    float *lse_w = malloc(2 * sizeof(float) * (size_t)rows), *lse_g = malloc(2 * sizeof(float) * (size_t)rows);
     void *dx = dev_alloc(bytes), *dout = dev_alloc(bytes), *dt_ = dev_alloc(sizeof(int64_t) * (size_t)rows),
-         *ddl = dev_alloc(sizeof(float) * (size_t)rows), *dl = dev_alloc(sizeof(float) * (size_t)rows);
-    CHECK(hx && want && got && ht && hdl && lw && lg && dx && dout && dt_ && ddl && dl);
-    if (hx && want && got && ht && hdl && lw && lg && dx && dout && dt_ && ddl && dl) {
+         *ddl = dev_alloc(sizeof(float) * (size_t)rows), *dl = dev_alloc(sizeof(float) * (size_t)rows),
+         *dlse = dev_alloc(2 * sizeof(float) * (size_t)rows);
+    const bool ok = hx && want && got && ht && hdl && lw && lg && lg2 && lse_w && lse_g && dx && dout && dt_ && ddl &&
+                    dl && dlse;
+    CHECK(ok);
+    if (ok) {
         random_fill(hx, dt, rows * classes, -4.0f, 4.0f);
         if (ce_offset != 0.0f)
             for (int64_t i = 0; i < rows * classes; i++)
@@ -184,30 +188,49 @@ static void run_ce(cml_dtype dt, int64_t rows, int64_t classes, int64_t bad_row,
         upload(ddl, hdl, sizeof(float) * (size_t)rows);
         const size_t lbytes = sizeof(float) * (size_t)rows;
         if (bad_row < 0) {
-            CHECK_OK(cml_cross_entropy_fwd(cctx, lw, hx, ht, rows, classes, dt, IGNORE));
-            GPU_TWICE(what, dl, lbytes, lg, cml_cross_entropy_fwd(gctx, dl, dx, dt_, rows, classes, dt, IGNORE));
+            CHECK_OK(cml_cross_entropy_fwd(cctx, lw, NULL, hx, ht, rows, classes, dt, IGNORE));
+            GPU_TWICE(what, dl, lbytes, lg, cml_cross_entropy_fwd(gctx, dl, NULL, dx, dt_, rows, classes, dt, IGNORE));
             compare_tol(what, lg, lw, CML_F32, rows, tol_for(dt), false);
-            CHECK_OK(cml_cross_entropy_bwd(cctx, want, hdl, hx, ht, rows, classes, dt, IGNORE));
-            GPU_TWICE(what, dout, bytes, got, cml_cross_entropy_bwd(gctx, dout, ddl, dx, dt_, rows, classes, dt, IGNORE));
+            CHECK_OK(cml_cross_entropy_bwd(cctx, want, hdl, hx, NULL, ht, rows, classes, dt, IGNORE));
+            GPU_TWICE(what, dout, bytes, got, cml_cross_entropy_bwd(gctx, dout, ddl, dx, NULL, dt_, rows, classes, dt,
+                                                                    IGNORE));
             compare_tol(what, got, want, dt, rows * classes, tol_for(dt), false);
             if (ce_infs) check_inf_rows(what, lg, got, want, dt, rows, classes, ht, IGNORE);
+            /* with the forward's logsumexp: the same losses bit for bit, the (max, log-sum) pairs against
+             * the CPU's, and the one-pass backward from them against the CPU reference */
+            const size_t sbytes = 2 * lbytes;
+            poison(dlse, sbytes);
+            GPU_TWICE(what, dl, lbytes, lg2, cml_cross_entropy_fwd(gctx, dl, dlse, dx, dt_, rows, classes, dt, IGNORE));
+            CHECK_MSG(memcmp(lg2, lg, lbytes) == 0, "%s: the losses changed with lse asked for", what);
+            download(lse_g, dlse, sbytes);
+            CHECK_OK(cml_cross_entropy_fwd(cctx, lw, lse_w, hx, ht, rows, classes, dt, IGNORE));
+            compare_tol(what, lse_g, lse_w, CML_F32, 2 * rows, tol_for(CML_F32), true);
+            for (int64_t r = 0; r < rows; r++)
+                CHECK_MSG(isnan(lse_g[2 * r]) == (ht[r] == IGNORE), "%s: lse row %lld", what, (long long)r);
+            GPU_TWICE(what, dout, bytes, got, cml_cross_entropy_bwd(gctx, dout, ddl, dx, dlse, dt_, rows, classes, dt,
+                                                                    IGNORE));
+            compare_tol(what, got, want, dt, rows * classes, tol_for(dt), false);
+            if (ce_infs) check_inf_rows(what, lg, got, want, dt, rows, classes, ht, IGNORE);
+            CHECK_OK(cml_cross_entropy_bwd(cctx, got, hdl, hx, lse_w, ht, rows, classes, dt, IGNORE)); /* CPU, too */
+            compare_tol(what, got, want, dt, rows * classes, tol_for(dt), false);
         } else {
             /* the CPU's message, from the call itself */
             char msg[128];
             snprintf(msg, sizeof msg, "targets[%lld]=%lld must be in [0, %lld) or equal ignore_index=%d",
                      (long long)bad_row, (long long)bad_value, (long long)classes, IGNORE);
-            CHECK_STATUS(cml_cross_entropy_fwd(cctx, lw, hx, ht, rows, classes, dt, IGNORE), CML_ERR_INVALID_ARG, msg);
+            CHECK_STATUS(cml_cross_entropy_fwd(cctx, lw, NULL, hx, ht, rows, classes, dt, IGNORE), CML_ERR_INVALID_ARG,
+                         msg);
             /* the reference for the other rows: the CPU with the bad row ignored; the GPU's bad row is NaN */
             const int64_t keep = ht[bad_row];
             ht[bad_row] = IGNORE;
-            CHECK_OK(cml_cross_entropy_fwd(cctx, lw, hx, ht, rows, classes, dt, IGNORE));
-            CHECK_OK(cml_cross_entropy_bwd(cctx, want, hdl, hx, ht, rows, classes, dt, IGNORE));
+            CHECK_OK(cml_cross_entropy_fwd(cctx, lw, NULL, hx, ht, rows, classes, dt, IGNORE));
+            CHECK_OK(cml_cross_entropy_bwd(cctx, want, hdl, hx, NULL, ht, rows, classes, dt, IGNORE));
             ht[bad_row] = keep;
             lw[bad_row] = NAN;
             for (int64_t c = 0; c < classes; c++) cml_dtype_store(want, dt, bad_row * classes + c, NAN);
             /* CUDA: the call returns at once; the next wait for the stream reports the error, once */
             poison(dl, lbytes);
-            CHECK_OK(cml_cross_entropy_fwd(gctx, dl, dx, dt_, rows, classes, dt, IGNORE));
+            CHECK_OK(cml_cross_entropy_fwd(gctx, dl, NULL, dx, dt_, rows, classes, dt, IGNORE));
             CHECK_STATUS(cml_ctx_synchronize(gctx), CML_ERR_INVALID_ARG, msg);
             CHECK_ERROR(CML_ERR_INVALID_ARG, "cml_cross_entropy_fwd: targets[");
             CHECK_ERROR(CML_ERR_INVALID_ARG, "(found on the GPU; reported by cml_ctx_synchronize)");
@@ -216,19 +239,31 @@ static void run_ce(cml_dtype dt, int64_t rows, int64_t classes, int64_t bad_row,
             compare_tol(what, lg, lw, CML_F32, rows, tol_for(dt), true);
             CHECK(isnan(lg[bad_row]));
             poison(dout, bytes);
-            CHECK_OK(cml_cross_entropy_bwd(gctx, dout, ddl, dx, dt_, rows, classes, dt, IGNORE));
+            CHECK_OK(cml_cross_entropy_bwd(gctx, dout, ddl, dx, NULL, dt_, rows, classes, dt, IGNORE));
             CHECK_STATUS(cml_ctx_synchronize(gctx), CML_ERR_INVALID_ARG, msg);
             CHECK_ERROR(CML_ERR_INVALID_ARG, "cml_cross_entropy_bwd: targets[");
             CHECK_OK(cml_ctx_synchronize(gctx));
             download(got, dout, bytes);
             compare_tol(what, got, want, dt, rows * classes, tol_for(dt), true);
             for (int64_t c = 0; c < classes; c++) CHECK(isnan(cml_dtype_load(got, dt, bad_row * classes + c)));
+            /* the same through the forward's logsumexp: NaN pairs and a NaN row for the bad target */
+            CHECK_OK(cml_cross_entropy_fwd(gctx, dl, dlse, dx, dt_, rows, classes, dt, IGNORE));
+            CHECK_STATUS(cml_ctx_synchronize(gctx), CML_ERR_INVALID_ARG, msg);
+            download(lse_g, dlse, 2 * lbytes);
+            CHECK(isnan(lse_g[2 * bad_row]) && isnan(lse_g[2 * bad_row + 1]));
+            poison(dout, bytes);
+            CHECK_OK(cml_cross_entropy_bwd(gctx, dout, ddl, dx, dlse, dt_, rows, classes, dt, IGNORE));
+            CHECK_STATUS(cml_ctx_synchronize(gctx), CML_ERR_INVALID_ARG, msg);
+            CHECK_ERROR(CML_ERR_INVALID_ARG, "cml_cross_entropy_bwd: targets[");
+            download(got, dout, bytes);
+            compare_tol(what, got, want, dt, rows * classes, tol_for(dt), true);
+            for (int64_t c = 0; c < classes; c++) CHECK(isnan(cml_dtype_load(got, dt, bad_row * classes + c)));
             /* CML_SYNC_CHECKS=1: the calls themselves wait and return the error, as on the CPU */
             if (sctx) {
-                CHECK_STATUS(cml_cross_entropy_fwd(sctx, dl, dx, dt_, rows, classes, dt, IGNORE), CML_ERR_INVALID_ARG,
-                             msg);
+                CHECK_STATUS(cml_cross_entropy_fwd(sctx, dl, NULL, dx, dt_, rows, classes, dt, IGNORE),
+                             CML_ERR_INVALID_ARG, msg);
                 CHECK_MSG(strstr(cml_last_error(), "reported by") == NULL, "%s", cml_last_error());
-                CHECK_STATUS(cml_cross_entropy_bwd(sctx, dout, ddl, dx, dt_, rows, classes, dt, IGNORE),
+                CHECK_STATUS(cml_cross_entropy_bwd(sctx, dout, ddl, dx, NULL, dt_, rows, classes, dt, IGNORE),
                              CML_ERR_INVALID_ARG, "cml_cross_entropy_bwd: targets[");
                 CHECK_OK(cml_ctx_synchronize(sctx));
             }
@@ -241,6 +276,10 @@ static void run_ce(cml_dtype dt, int64_t rows, int64_t classes, int64_t bad_row,
     free(hdl);
     free(lw);
     free(lg);
+    free(lg2);
+    free(lse_w);
+    free(lse_g);
+    dev_free(dlse, 2 * sizeof(float) * (size_t)rows);
     dev_free(dx, bytes);
     dev_free(dout, bytes);
     dev_free(dt_, sizeof(int64_t) * (size_t)rows);
@@ -336,26 +375,26 @@ static void test_cross_entropy_deferred(void) {
     upload(da, bad_a, sizeof bad_a);
     upload(db, bad_b, sizeof bad_b);
     poison(ddl, sizeof lg);
-    CHECK_OK(cml_cross_entropy_fwd(cctx, lw, hx, good, R, N, CML_F32, IGNORE));
+    CHECK_OK(cml_cross_entropy_fwd(cctx, lw, NULL, hx, good, R, N, CML_F32, IGNORE));
 
     /* good, bad (fwd, row 5), bad (bwd, row 2), good: the fwd's row 5 is reported, once */
-    CHECK_OK(cml_cross_entropy_fwd(gctx, dl, dx, dg, R, N, CML_F32, IGNORE));
-    CHECK_OK(cml_cross_entropy_fwd(gctx, dl, dx, da, R, N, CML_F32, IGNORE));
-    CHECK_OK(cml_cross_entropy_bwd(gctx, dout, ddl, dx, db, R, N, CML_F32, IGNORE));
-    CHECK_OK(cml_cross_entropy_fwd(gctx, dl, dx, dg, R, N, CML_F32, IGNORE));
+    CHECK_OK(cml_cross_entropy_fwd(gctx, dl, NULL, dx, dg, R, N, CML_F32, IGNORE));
+    CHECK_OK(cml_cross_entropy_fwd(gctx, dl, NULL, dx, da, R, N, CML_F32, IGNORE));
+    CHECK_OK(cml_cross_entropy_bwd(gctx, dout, ddl, dx, NULL, db, R, N, CML_F32, IGNORE));
+    CHECK_OK(cml_cross_entropy_fwd(gctx, dl, NULL, dx, dg, R, N, CML_F32, IGNORE));
     CHECK_STATUS(cml_ctx_synchronize(gctx), CML_ERR_INVALID_ARG,
                  "cml_cross_entropy_fwd: targets[5]=130 must be in [0, 127) or equal ignore_index=-100 (found on "
                  "the GPU; reported by cml_ctx_synchronize)");
     CHECK_OK(cml_ctx_synchronize(gctx));
     /* a good call after the report: correct and no error */
     poison(dl, sizeof lg);
-    CHECK_OK(cml_cross_entropy_fwd(gctx, dl, dx, dg, R, N, CML_F32, IGNORE));
+    CHECK_OK(cml_cross_entropy_fwd(gctx, dl, NULL, dx, dg, R, N, CML_F32, IGNORE));
     CHECK_OK(cml_ctx_synchronize(gctx));
     download(lg, dl, sizeof lg);
     compare_tol("cross_entropy after a reported error", lg, lw, CML_F32, R, 1e-5, false);
 
     /* a synchronous copy reports it too (after copying) */
-    CHECK_OK(cml_cross_entropy_bwd(gctx, dout, ddl, dx, db, R, N, CML_F32, IGNORE));
+    CHECK_OK(cml_cross_entropy_bwd(gctx, dout, ddl, dx, NULL, db, R, N, CML_F32, IGNORE));
     int64_t back[R];
     memset(back, 0, sizeof back);
     CHECK_STATUS(cml__cuda_memcpy(gctx, back, dg, sizeof back, true, "a copy"), CML_ERR_INVALID_ARG,
@@ -366,16 +405,16 @@ static void test_cross_entropy_deferred(void) {
 
     /* more calls than exact records: a bad one among the first is still exact ... */
     for (int c = 0; c < CALLS; c++)
-        CHECK_OK(cml_cross_entropy_fwd(gctx, dl, dx, c == 3 || c == CALLS - 5 ? da : dg, R, N, CML_F32, IGNORE));
+        CHECK_OK(cml_cross_entropy_fwd(gctx, dl, NULL, dx, c == 3 || c == CALLS - 5 ? da : dg, R, N, CML_F32, IGNORE));
     CHECK_STATUS(cml_ctx_synchronize(gctx), CML_ERR_INVALID_ARG, "cml_cross_entropy_fwd: targets[5]=130 must be");
     /* ... one among the later ones is found, and said to be ambiguous */
     for (int c = 0; c < CALLS; c++)
-        CHECK_OK(cml_cross_entropy_fwd(gctx, dl, dx, c == CALLS - 5 ? db : dg, R, N, CML_F32, IGNORE));
+        CHECK_OK(cml_cross_entropy_fwd(gctx, dl, NULL, dx, c == CALLS - 5 ? db : dg, R, N, CML_F32, IGNORE));
     CHECK_STATUS(cml_ctx_synchronize(gctx), CML_ERR_INVALID_ARG, "cml_cross_entropy_fwd: targets[2] must be in [0, 127)");
     CHECK_ERROR(CML_ERR_INVALID_ARG, "in one of the 44 index-checked calls queued after the first 256");
     /* exactly one call past the records: exact again */
     for (int c = 0; c <= CML__INDEX_CALLS; c++)
-        CHECK_OK(cml_cross_entropy_fwd(gctx, dl, dx, c == CML__INDEX_CALLS ? db : dg, R, N, CML_F32, IGNORE));
+        CHECK_OK(cml_cross_entropy_fwd(gctx, dl, NULL, dx, c == CML__INDEX_CALLS ? db : dg, R, N, CML_F32, IGNORE));
     CHECK_STATUS(cml_ctx_synchronize(gctx), CML_ERR_INVALID_ARG, "cml_cross_entropy_fwd: targets[2]=-7 must be");
     CHECK_OK(cml_ctx_synchronize(gctx));
     dev_free(dx, sizeof hx), dev_free(dl, sizeof lg), dev_free(ddl, sizeof lg), dev_free(dout, sizeof hx);

@@ -65,17 +65,19 @@ cml_tensor *cml_log_softmax(const cml_tensor *x, int dim) { return softmax_op("c
 
 /* ---- cross-entropy ---------------------------------------------------------------- */
 
-/* Backward from the per-row losses: dlogits = dloss[r] * (softmax - onehot). */
+/* Backward from the per-row losses: dlogits = dloss[r] * (softmax - onehot), softmax from the
+ * forward's per-row logsumexp (saved[1]): one read of the logits. */
 static cml_status cross_entropy_backward(cml_node *node, const cml_tensor *g, cml_tensor **grads) {
-    const cml_tensor *logits = node->inputs[0], *targets = node->saved[0];
+    const cml_tensor *logits = node->inputs[0], *targets = node->saved[0], *lse = node->saved[1];
     int64_t rows = logits->shape[0], classes = logits->shape[1];
     cml_tensor *dloss = cml_to_dtype(g, CML_F32);
     cml_tensor *dl = cml_contiguous(dloss);
     cml_tensor *lc = cml_contiguous(logits);
     cml_tensor *dx = cml__tensor_new(2, logits->shape, logits->dtype, logits->storage->device);
     cml_status s = dl && lc && dx ? cml_cross_entropy_bwd(cml__ctx(logits), cml_tensor_data(dx), cml_tensor_data(dl),
-                                                          cml_tensor_data(lc), cml_tensor_data(targets), rows, classes,
-                                                          logits->dtype, node->ints[0])
+                                                          cml_tensor_data(lc), cml_tensor_data(lse),
+                                                          cml_tensor_data(targets), rows, classes, logits->dtype,
+                                                          node->ints[0])
                                   : cml_last_status();
     cml_tensor_release_all((cml_tensor *[]){dloss, dl, lc}, 3);
     if (s != CML_OK) {
@@ -92,9 +94,15 @@ static cml_tensor *cross_entropy_rows(const cml_tensor *logits, const cml_tensor
     bool prev = cml_set_grad_enabled(false);
     cml_tensor *lc = cml_contiguous(logits);
     cml_set_grad_enabled(prev);
+    const bool record = cml__should_record(1, &logits);
     cml_tensor *loss = lc ? cml__tensor_new(1, &rows, CML_F32, logits->storage->device) : NULL;
-    if (loss && cml_cross_entropy_fwd(cml__ctx(logits), cml_tensor_data(loss), cml_tensor_data(lc), cml_tensor_data(t64),
-                                      rows, classes, logits->dtype, ignore_index) != CML_OK) {
+    const int64_t lse_shape[2] = {rows, 2}; /* (max, log-sum) a row: include/camel/kernels.h */
+    cml_tensor *lse = loss && record ? cml__tensor_new(2, lse_shape, CML_F32, logits->storage->device) : NULL;
+    if (loss && (record && !lse ? cml_last_status()
+                                : cml_cross_entropy_fwd(cml__ctx(logits), cml_tensor_data(loss),
+                                                        lse ? cml_tensor_data(lse) : NULL, cml_tensor_data(lc),
+                                                        cml_tensor_data(t64), rows, classes, logits->dtype,
+                                                        ignore_index)) != CML_OK) {
         cml_tensor_release(loss);
         loss = NULL;
     }
@@ -104,14 +112,16 @@ static cml_tensor *cross_entropy_rows(const cml_tensor *logits, const cml_tensor
         cml_tensor_release(loss);
         loss = c;
     }
-    if (loss && cml__should_record(1, &logits)) {
+    if (loss && record) {
         cml_node *node = cml__record(loss, "cross_entropy", cross_entropy_backward, 1, &logits);
-        if (!node || cml__save(node, 0, t64) != CML_OK) {
+        if (!node || cml__save(node, 0, t64) != CML_OK || cml__save(node, 1, lse) != CML_OK) {
             cml_tensor_release(loss);
-            return NULL;
+            loss = NULL;
+        } else {
+            node->ints[0] = ignore_index;
         }
-        node->ints[0] = ignore_index;
     }
+    cml_tensor_release(lse);
     return loss;
 }
 

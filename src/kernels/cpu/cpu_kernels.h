@@ -43,12 +43,12 @@ cml_status cml__softmax_fwd_cpu(cml_ctx *ctx, void *y, const void *x, int64_t ou
                                 int64_t inner, cml_dtype dtype, bool log);
 cml_status cml__softmax_bwd_cpu(cml_ctx *ctx, void *dx, const void *dy, const void *y, int64_t outer,
                                 int64_t n, int64_t inner, cml_dtype dtype, bool log);
-cml_status cml__cross_entropy_fwd_cpu(cml_ctx *ctx, float *loss, const void *logits,
+cml_status cml__cross_entropy_fwd_cpu(cml_ctx *ctx, float *loss, float *lse, const void *logits,
                                       const int64_t *targets, int64_t rows, int64_t classes,
                                       cml_dtype dtype, int64_t ignore_index);
 cml_status cml__cross_entropy_bwd_cpu(cml_ctx *ctx, void *dlogits, const float *dloss,
-                                      const void *logits, const int64_t *targets, int64_t rows,
-                                      int64_t classes, cml_dtype dtype, int64_t ignore_index);
+                                      const void *logits, const float *lse, const int64_t *targets,
+                                      int64_t rows, int64_t classes, cml_dtype dtype, int64_t ignore_index);
 
 /* ---- index.c ---- */
 cml_status cml__index_select_fwd_cpu(cml_ctx *ctx, void *y, const void *x, const int64_t *idx,

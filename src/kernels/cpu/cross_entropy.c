@@ -56,7 +56,7 @@ static void row_logsumexp(const void *logits, cml_dtype dtype, int64_t base, int
 
 static bool parallel_for(int64_t rows, int64_t classes) { return rows > 1 && rows * classes >= CML__PARALLEL_MIN; }
 
-cml_status cml__cross_entropy_fwd_cpu(cml_ctx *ctx, float *loss, const void *logits,
+cml_status cml__cross_entropy_fwd_cpu(cml_ctx *ctx, float *loss, float *lse, const void *logits,
                                       const int64_t *targets, int64_t rows, int64_t classes,
                                       cml_dtype dtype, int64_t ignore_index) {
     CML_TRY(check_targets("cml_cross_entropy_fwd", targets, rows, classes, ignore_index));
@@ -64,19 +64,24 @@ cml_status cml__cross_entropy_fwd_cpu(cml_ctx *ctx, float *loss, const void *log
     for (int64_t r = 0; r < rows; r++) {
         if (targets[r] == ignore_index) {
             loss[r] = 0.0f;
+            if (lse) lse[2 * r] = lse[2 * r + 1] = NAN;
             continue;
         }
         float m, log_sum;
         row_logsumexp(logits, dtype, r * classes, classes, &m, &log_sum);
         float x_t = cml_dtype_load(logits, dtype, r * classes + targets[r]);
         loss[r] = m == -INFINITY ? INFINITY : (m - x_t) + log_sum; /* all -inf: +inf, not -inf - -inf */
+        if (lse) { /* the logsumexp as (max, log-sum): its bits survive large logits */
+            lse[2 * r] = m;
+            lse[2 * r + 1] = m == -INFINITY ? 0.0f : log_sum;
+        }
     }
     return CML_OK;
 }
 
 cml_status cml__cross_entropy_bwd_cpu(cml_ctx *ctx, void *dlogits, const float *dloss,
-                                      const void *logits, const int64_t *targets, int64_t rows,
-                                      int64_t classes, cml_dtype dtype, int64_t ignore_index) {
+                                      const void *logits, const float *lse, const int64_t *targets,
+                                      int64_t rows, int64_t classes, cml_dtype dtype, int64_t ignore_index) {
     CML_TRY(check_targets("cml_cross_entropy_bwd", targets, rows, classes, ignore_index));
 #pragma omp parallel for schedule(static) if (parallel_for(rows, classes))
     for (int64_t r = 0; r < rows; r++) {
@@ -84,7 +89,8 @@ cml_status cml__cross_entropy_bwd_cpu(cml_ctx *ctx, void *dlogits, const float *
         int64_t base = r * classes, t = targets[r];
         bool ignored = t == ignore_index;
         float m = 0, log_sum = 0;
-        if (!ignored) row_logsumexp(logits, dtype, base, classes, &m, &log_sum);
+        if (!ignored && lse) m = lse[2 * r], log_sum = lse[2 * r + 1]; /* the forward's */
+        else if (!ignored) row_logsumexp(logits, dtype, base, classes, &m, &log_sum);
         const bool empty = !ignored && m == -INFINITY; /* every logit -inf: softmax taken as all 0 */
         float g = ignored ? 0.0f : dloss[r];
         for (int64_t j0 = 0; j0 < classes; j0 += ROW_CHUNK) {

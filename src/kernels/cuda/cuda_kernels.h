@@ -45,11 +45,12 @@ cml_status cml__softmax_bwd_cuda(cml_ctx *ctx, void *dx, const void *dy, const v
  * copy after the kernel (which waits for the stream) turns it into
  * CML_ERR_INVALID_ARG naming the row. The outputs are written anyway then
  * (NaN in the rows with a bad target). */
-cml_status cml__cross_entropy_fwd_cuda(cml_ctx *ctx, float *loss, const void *logits, const int64_t *targets,
-                                       int64_t rows, int64_t classes, cml_dtype dtype, int64_t ignore_index);
-cml_status cml__cross_entropy_bwd_cuda(cml_ctx *ctx, void *dlogits, const float *dloss, const void *logits,
+cml_status cml__cross_entropy_fwd_cuda(cml_ctx *ctx, float *loss, float *lse, const void *logits,
                                        const int64_t *targets, int64_t rows, int64_t classes, cml_dtype dtype,
                                        int64_t ignore_index);
+cml_status cml__cross_entropy_bwd_cuda(cml_ctx *ctx, void *dlogits, const float *dloss, const void *logits,
+                                       const float *lse, const int64_t *targets, int64_t rows, int64_t classes,
+                                       cml_dtype dtype, int64_t ignore_index);
 
 /* ---- norm/layernorm_fwd.cu, norm/layernorm_bwd.cu ---- */
 cml_status cml__layernorm_fwd_cuda(cml_ctx *ctx, void *y, float *mean, float *rstd, const void *x,

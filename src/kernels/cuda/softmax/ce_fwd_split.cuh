@@ -87,7 +87,7 @@ static __device__ __forceinline__ void ce_push_words(float &m, float &mL, float 
 /* Block b: chunk b % splits of row b / splits (words [c cw, c cw + cw) of the row's nw words). */
 template <int DT>
 static __global__ void __launch_bounds__(CE_SPLIT_THREADS, 4)
-    ce_fwd_split_kernel(float *loss, cml__ms *partial, unsigned *arrivals, const void *logits,
+    ce_fwd_split_kernel(float *loss, float *lse, cml__ms *partial, unsigned *arrivals, const void *logits,
                         const int64_t *targets, long long n, int splits, long long cw, long long ignore,
                         cml__index_flag bad) {
     cml__pdl_entry();
@@ -143,6 +143,7 @@ static __global__ void __launch_bounds__(CE_SPLIT_THREADS, 4)
     } else {
         loss[row] = ce_loss(a.m, a.s, cml__ld<DT>(logits, row * n + tgt));
     }
+    if (lse) ce_store_lse(lse, row, tgt == ignore || tgt < 0 || tgt >= n, a.m, a.s);
 }
 
 #endif

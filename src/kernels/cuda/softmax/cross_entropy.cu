@@ -32,6 +32,8 @@
  * CPU's message; CML_SYNC_CHECKS=1 makes the call itself wait and return it. */
 #include <limits.h>
 
+#include <type_traits>
+
 #include "kernels/cuda/common/row_sync.cuh"
 #include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/cuda_kernels.h"
@@ -54,13 +56,20 @@ static __device__ __forceinline__ float ce_loss(float m, float s, float x_t) {
     return cml__ce_empty(m, s) ? INFINITY : (m - x_t) + logf(s);
 }
 
+/* Row r's logsumexp for the backward, as the pair (m, log(s)) (include/camel/kernels.h): (-inf, 0)
+ * for a row of -inf logits, (NaN, NaN) for a row not computed (skip). */
+static __device__ __forceinline__ void ce_store_lse(float *lse, long long r, bool skip, float m, float s) {
+    const bool empty = cml__ce_empty(m, s);
+    ((float2 *)lse)[r] = skip ? make_float2(NAN, NAN) : make_float2(m, empty ? 0.0f : logf(s));
+}
+
 /* the long-row split forward (uses ce_loss above) */
 #include "kernels/cuda/softmax/ce_fwd_split.cuh"
 
 /* ---- forward ------------------------------------------------------------------------------------ */
 
 template <int DT>
-static __global__ void __launch_bounds__(256, 3) ce_fwd_rows_kernel(float *loss, const void *logits,
+static __global__ void __launch_bounds__(256, 3) ce_fwd_rows_kernel(float *loss, float *lse, const void *logits,
                                                                  const int64_t *targets, long long rows, long long n,
                                                                  long long ignore, cml__index_flag bad) {
     cml__pdl_entry();
@@ -87,6 +96,7 @@ static __global__ void __launch_bounds__(256, 3) ce_fwd_rows_kernel(float *loss,
             } else {
                 loss[row] = ce_loss(a.m, a.s, cml__ld<DT>(logits, row * n + tgt));
             }
+            if (lse) ce_store_lse(lse, row, skip, a.m, a.s);
         }
         if (G > 32) __syncthreads(); /* scratch is reused by the next row */
     }
@@ -150,7 +160,7 @@ template <int KW, int GT> struct ce_words_bounds {
 
 template <int DT, int KW, int GT>
 static __global__ void __launch_bounds__(ce_words_bounds<KW, GT>::threads, ce_words_bounds<KW, GT>::blocks)
-    ce_fwd_words_kernel(float *loss, const void *logits, const int64_t *targets, long long rows, int n,
+    ce_fwd_words_kernel(float *loss, float *lse, const void *logits, const int64_t *targets, long long rows, int n,
                         long long ignore, cml__index_flag bad) {
     cml__pdl_entry();
     typedef typename cml__elem<DT>::type T;
@@ -179,38 +189,31 @@ static __global__ void __launch_bounds__(ce_words_bounds<KW, GT>::threads, ce_wo
             } else {
                 loss[row] = ce_loss(m, sx.x, sx.y); /* sx.x = 0 for a row of -inf: exps taken from 0 */
             }
+            if (lse) ce_store_lse(lse, row, skip, m, sx.x);
         }
     }
 }
 
 /* ce_fwd_words_kernel<DT, KW, G> for G = 32 .. 512, <DT, KW, 0> for narrower groups. */
 template <int DT, int KW>
-static void ce_fwd_words_launch(unsigned grid, dim3 block, cudaStream_t st, float *loss, const void *logits,
-                                const int64_t *targets, long long rows, int n, long long ignore, cml__index_flag bad) {
+static void ce_fwd_words_launch(unsigned grid, dim3 block, cudaStream_t st, float *loss, float *lse,
+                                const void *logits, const int64_t *targets, long long rows, int n, long long ignore,
+                                cml__index_flag bad) {
+    void (*k)(float *, float *, const void *, const int64_t *, long long, int, long long, cml__index_flag);
     switch (block.x) {
-    case 32:
-        cml__launch(ce_fwd_words_kernel<DT, KW, 32>, grid, block, 0, st, loss, logits, targets, rows, n, ignore, bad);
-        break;
-    case 64:
-        cml__launch(ce_fwd_words_kernel<DT, KW, 64>, grid, block, 0, st, loss, logits, targets, rows, n, ignore, bad);
-        break;
-    case 128:
-        cml__launch(ce_fwd_words_kernel<DT, KW, 128>, grid, block, 0, st, loss, logits, targets, rows, n, ignore, bad);
-        break;
-    case 256:
-        cml__launch(ce_fwd_words_kernel<DT, KW, 256>, grid, block, 0, st, loss, logits, targets, rows, n, ignore, bad);
-        break;
-    case 512:
-        cml__launch(ce_fwd_words_kernel<DT, KW, 512>, grid, block, 0, st, loss, logits, targets, rows, n, ignore, bad);
-        break;
-    default: cml__launch(ce_fwd_words_kernel<DT, KW, 0>, grid, block, 0, st, loss, logits, targets, rows, n, ignore,
-                         bad);
+    case 32: k = ce_fwd_words_kernel<DT, KW, 32>; break;
+    case 64: k = ce_fwd_words_kernel<DT, KW, 64>; break;
+    case 128: k = ce_fwd_words_kernel<DT, KW, 128>; break;
+    case 256: k = ce_fwd_words_kernel<DT, KW, 256>; break;
+    case 512: k = ce_fwd_words_kernel<DT, KW, 512>; break;
+    default: k = ce_fwd_words_kernel<DT, KW, 0>;
     }
+    cml__launch(k, grid, block, 0, st, loss, lse, logits, targets, rows, n, ignore, bad);
 }
 
 /* After cml__softmax_stats_kernel over all rows: one thread per row. */
 template <int DT>
-static __global__ void ce_fwd_finalize_kernel(float *loss, const cml__ms *partial, const void *logits,
+static __global__ void ce_fwd_finalize_kernel(float *loss, float *lse, const cml__ms *partial, const void *logits,
                                               const int64_t *targets, long long rows, long long n, int splits,
                                               long long ignore, cml__index_flag bad) {
     cml__pdl_entry();
@@ -225,7 +228,10 @@ static __global__ void ce_fwd_finalize_kernel(float *loss, const cml__ms *partia
     } else {
         const cml__ms a = cml__ms_merge_all(partial + row * splits, splits);
         loss[row] = ce_loss(a.m, a.s, cml__ld<DT>(logits, row * n + tgt));
+        if (lse) ce_store_lse(lse, row, false, a.m, a.s);
+        return;
     }
+    if (lse) ce_store_lse(lse, row, true, 0.0f, 0.0f);
 }
 
 /* ---- backward ----------------------------------------------------------------------------------- */
@@ -438,6 +444,58 @@ static __global__ void __launch_bounds__(CML__SM_THREADS)
                                              });
 }
 
+/* With the forward's logsumexp (m, ls): dlogits = dloss[r] (exp((x - m) - ls) - onehot(t)), elementwise, so
+ * rows of every length stream like a copy: no row reduction, one read of the logits. Flat over
+ * units of U elements (a 16-byte word where the rows and pointers allow, else one element), UNROLL
+ * units a thread in flight, held packed until their turn; a unit's row by 32-bit division (the
+ * caller keeps units < 2^31). The
+ * logits of ignored and bad rows are read too (keeping the loads independent of the targets) and
+ * not used: 0 / NaN as in the other kernels. dlogits may alias logits (each unit is read, then
+ * written, by one thread). */
+template <int DT, bool VEC, int UNROLL>
+static __global__ void __launch_bounds__(256) ce_bwd_lse_kernel(void *dlogits, const float *dloss, const void *logits,
+                                                                   const float *lse, const int64_t *targets,
+                                                                   unsigned units, unsigned row_units, long long n,
+                                                                   long long ignore, cml__index_flag bad) {
+    cml__pdl_entry();
+    typedef typename cml__elem<DT>::type T;
+    constexpr int U = VEC ? cml__words<DT>::V : 1;
+    typedef typename std::conditional<VEC, uint4, T>::type Unit; /* held packed until its turn */
+    const unsigned step = gridDim.x * blockDim.x * UNROLL;
+    for (unsigned base = blockIdx.x * blockDim.x * UNROLL + threadIdx.x; base < units; base += step) {
+        Unit w[UNROLL];
+#pragma unroll
+        for (int k = 0; k < UNROLL; k++) {
+            const unsigned u = base + k * blockDim.x;
+            if (u < units) w[k] = __ldcs((const Unit *)logits + u);
+        }
+#pragma unroll
+        for (int k = 0; k < UNROLL; k++) {
+            const unsigned u = base + k * blockDim.x;
+            if (u >= units) break;
+            const unsigned row = u / row_units;
+            const long long c0 = (long long)(u - row * row_units) * U, tgt = targets[row];
+            const bool ignored = tgt == ignore, is_bad = bad_target(tgt, n, ignore);
+            const float2 L = ((const float2 *)lse)[row];
+            const float g = ignored ? 0.0f : is_bad ? NAN : dloss[row];
+            const bool empty = L.x == -INFINITY; /* a row of -inf logits: softmax taken as all 0 */
+            const int hot = tgt >= c0 && tgt < c0 + U ? (int)(tgt - c0) : -1; /* the one-hot element */
+            float v[U];
+            if constexpr (VEC) cml__unpack16<DT>(w[k], v);
+            else v[0] = cml__to_f32<DT>(w[k]);
+#pragma unroll
+            for (int e = 0; e < U; e++) {
+                float d = empty ? 0.0f : g * cml__fexp((v[e] - L.x) - L.y);
+                if (e == hot) d -= g;
+                v[e] = ignored ? 0.0f : d;
+            }
+            if constexpr (VEC) cml__st16((uint4 *)dlogits + u, cml__pack16_fast<DT>(v));
+            else ((T *)dlogits)[u] = cml__from_f32<DT>(v[0]);
+            if (is_bad && c0 == 0) cml__index_flag_bad(bad, row);
+        }
+    }
+}
+
 /* ---- launches ------------------------------------------------------------------------------------ */
 
 static cml_status launched(const char *fn, const char *kernel, cml_dtype dt, long long n, unsigned grid,
@@ -461,8 +519,8 @@ static cml_status ce_states(cml_ctx *ctx, size_t bytes, cml__ms **states) {
 }
 
 /* Blocks of the split forward that fit an SM at once. */
-static int ce_split_per_sm(void (*k)(float *, cml__ms *, unsigned *, const void *, const int64_t *, long long, int,
-                                     long long, long long, cml__index_flag)) {
+static int ce_split_per_sm(void (*k)(float *, float *, cml__ms *, unsigned *, const void *, const int64_t *,
+                                     long long, int, long long, long long, cml__index_flag)) {
     int per_sm = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, CE_SPLIT_THREADS, 0) != cudaSuccess || per_sm < 1) {
         (void)cudaGetLastError();
@@ -477,8 +535,8 @@ static int sm_count(const cml_ctx *ctx) {
 }
 
 template <int DT>
-static cml_status fwd_launch(cml_ctx *ctx, float *loss, const void *logits, const int64_t *targets, long long rows,
-                             long long n, long long ignore) {
+static cml_status fwd_launch(cml_ctx *ctx, float *loss, float *lse, const void *logits, const int64_t *targets,
+                             long long rows, long long n, long long ignore) {
     static const char fn[] = "cml_cross_entropy_fwd";
     cudaStream_t st = cml__stream(ctx);
     const int splits = (int)((n + CML__SM_CHUNK - 1) / CML__SM_CHUNK);
@@ -502,8 +560,8 @@ static cml_status fwd_launch(cml_ctx *ctx, float *loss, const void *logits, cons
         CML_TRY(cml__cuda_zeroed(ctx, (size_t)rows * sizeof(unsigned), fn, (void **)&arrivals));
         CML_TRY(ce_begin(ctx, fn, targets, rows, n, ignore, &bad));
         const unsigned grid = (unsigned)(rows * wsplits);
-        cml__launch(ce_fwd_split_kernel<DT>, grid, CE_SPLIT_THREADS, 0, st, loss, states, arrivals, logits, targets, n,
-                    (int)wsplits, cw, ignore, bad);
+        cml__launch(ce_fwd_split_kernel<DT>, grid, CE_SPLIT_THREADS, 0, st, loss, lse, states, arrivals, logits,
+                    targets, n, (int)wsplits, cw, ignore, bad);
         CML_TRY(launched(fn, "ce_fwd_split_kernel", (cml_dtype)DT, rows * n, grid, CE_SPLIT_THREADS));
         return cml__index_check_end(ctx, fn);
     }
@@ -514,7 +572,7 @@ static cml_status fwd_launch(cml_ctx *ctx, float *loss, const void *logits, cons
         cml__launch(cml__softmax_stats_kernel<DT>, grid, CML__SM_THREADS, 0, st, states, logits, 0, n, splits);
         CML_TRY(launched(fn, "cml__softmax_stats_kernel", (cml_dtype)DT, rows * n, grid, CML__SM_THREADS));
         const unsigned grid2 = (unsigned)((rows + 255) / 256);
-        cml__launch(ce_fwd_finalize_kernel<DT>, grid2, 256, 0, st, loss, states, logits, targets, rows, n, splits,
+        cml__launch(ce_fwd_finalize_kernel<DT>, grid2, 256, 0, st, loss, lse, states, logits, targets, rows, n, splits,
                     ignore, bad);
         CML_TRY(launched(fn, "ce_fwd_finalize_kernel", (cml_dtype)DT, rows, grid2, 256));
     } else if (cml__rows_vec_ok(n, sizeof(typename cml__elem<DT>::type), logits, logits, logits) &&
@@ -525,9 +583,9 @@ static cml_status fwd_launch(cml_ctx *ctx, float *loss, const void *logits, cons
         const unsigned grid = cml__row_blocks(rows, R);
         const dim3 block(G, R);
         /* (KW = 8 only for rows of more than 4 x 512 words, so G = 512 there; checked above) */
-        if (KW == 4) ce_fwd_words_launch<DT, 4>(grid, block, st, loss, logits, targets, rows, (int)n, ignore, bad);
-        else cml__launch(ce_fwd_words_kernel<DT, 8, 512>, grid, block, 0, st, loss, logits, targets, rows, (int)n,
-                         ignore, bad);
+        if (KW == 4) ce_fwd_words_launch<DT, 4>(grid, block, st, loss, lse, logits, targets, rows, (int)n, ignore, bad);
+        else cml__launch(ce_fwd_words_kernel<DT, 8, 512>, grid, block, 0, st, loss, lse, logits, targets, rows,
+                         (int)n, ignore, bad);
         CML_TRY(launched(fn, "ce_fwd_words_kernel", (cml_dtype)DT, rows * n, grid, (unsigned)(G * R)));
     } else {
         /* other rows: ~128 bytes per thread (one batch of 8 words in flight), 32..256 threads per row: the
@@ -536,14 +594,14 @@ static cml_status fwd_launch(cml_ctx *ctx, float *loss, const void *logits, cons
         if (G < 32) G = 32;
         R = 256 / G;
         const unsigned grid = cml__row_blocks(rows, R);
-        cml__launch(ce_fwd_rows_kernel<DT>, grid, dim3(G, R), 0, st, loss, logits, targets, rows, n, ignore, bad);
+        cml__launch(ce_fwd_rows_kernel<DT>, grid, dim3(G, R), 0, st, loss, lse, logits, targets, rows, n, ignore, bad);
         CML_TRY(launched(fn, "ce_fwd_rows_kernel", (cml_dtype)DT, rows * n, grid, (unsigned)(G * R)));
     }
     return cml__index_check_end(ctx, fn);
 }
 
 template <int DT>
-static cml_status bwd_launch(cml_ctx *ctx, void *dlogits, const float *dloss, const void *logits,
+static cml_status bwd_launch(cml_ctx *ctx, void *dlogits, const float *dloss, const void *logits, const float *lse,
                              const int64_t *targets, long long rows, long long n, long long ignore) {
     static const char fn[] = "cml_cross_entropy_bwd";
     cudaStream_t st = cml__stream(ctx);
@@ -551,7 +609,24 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dlogits, const float *dloss, co
     cml__index_flag bad;
     cml__ms *states = NULL;
     int KW, G, R;
-    if (cml__rows_vec_ok(n, sizeof(T), dlogits, logits, logits) && cml__words_geometry(n, sizeof(T), &KW, &G, &R)) {
+    const bool vec = cml__rows_vec_ok(n, sizeof(T), dlogits, logits, logits);
+    const long long units = vec ? rows * n / (16 / (long long)sizeof(T)) : rows * n;
+    if (lse && units < (1ll << 31)) { /* one pass with the forward's logsumexp */
+        CML_TRY(ce_begin(ctx, fn, targets, rows, n, ignore, &bad));
+        /* 4 words a thread (16-bit: 48 registers, 5 blocks an SM; 8 words took 80 and measured 2-17%
+         * slower in session 15), 8 elements unaligned; one pass of the kernel's loop a block */
+        const long long per_block = 256ll * (vec ? 4 : 8);
+        const unsigned grid = (unsigned)((units + per_block - 1) / per_block), ru = (unsigned)(units / rows);
+        if (vec)
+            cml__launch(ce_bwd_lse_kernel<DT, true, 4>, grid, 256, 0, st, dlogits, dloss, logits, lse, targets,
+                        (unsigned)units, ru, n, ignore, bad);
+        else
+            cml__launch(ce_bwd_lse_kernel<DT, false, 8>, grid, 256, 0, st, dlogits, dloss, logits, lse, targets,
+                        (unsigned)units, ru, n, ignore, bad);
+        CML_TRY(launched(fn, "ce_bwd_lse_kernel", (cml_dtype)DT, rows * n, grid, 256));
+        return cml__index_check_end(ctx, fn);
+    }
+    if (vec && cml__words_geometry(n, sizeof(T), &KW, &G, &R)) {
         CML_TRY(ce_begin(ctx, fn, targets, rows, n, ignore, &bad));
         const unsigned grid = cml__row_blocks(rows, R);
         if (KW == 4)
@@ -604,28 +679,30 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dlogits, const float *dloss, co
 
 /* ---- entry points (arguments validated by src/kernels/cross_entropy.c) ------------------------------ */
 
-extern "C" cml_status cml__cross_entropy_fwd_cuda(cml_ctx *ctx, float *loss, const void *logits,
+extern "C" cml_status cml__cross_entropy_fwd_cuda(cml_ctx *ctx, float *loss, float *lse, const void *logits,
                                                   const int64_t *targets, int64_t rows, int64_t classes,
                                                   cml_dtype dtype, int64_t ignore_index) {
     CML_TRY(cml__cuda_check_float_dtype("cml_cross_entropy_fwd", "dtype", dtype));
     if (rows == 0) return CML_OK;
     CML_TRY(cml__cuda_activate(ctx));
     switch (dtype) {
-    case CML_F16: return fwd_launch<CML_F16>(ctx, loss, logits, targets, rows, classes, ignore_index);
-    case CML_BF16: return fwd_launch<CML_BF16>(ctx, loss, logits, targets, rows, classes, ignore_index);
-    default: return fwd_launch<CML_F32>(ctx, loss, logits, targets, rows, classes, ignore_index);
+    case CML_F16: return fwd_launch<CML_F16>(ctx, loss, lse, logits, targets, rows, classes, ignore_index);
+    case CML_BF16: return fwd_launch<CML_BF16>(ctx, loss, lse, logits, targets, rows, classes, ignore_index);
+    default: return fwd_launch<CML_F32>(ctx, loss, lse, logits, targets, rows, classes, ignore_index);
     }
 }
 
 extern "C" cml_status cml__cross_entropy_bwd_cuda(cml_ctx *ctx, void *dlogits, const float *dloss,
-                                                  const void *logits, const int64_t *targets, int64_t rows,
-                                                  int64_t classes, cml_dtype dtype, int64_t ignore_index) {
+                                                  const void *logits, const float *lse, const int64_t *targets,
+                                                  int64_t rows, int64_t classes, cml_dtype dtype,
+                                                  int64_t ignore_index) {
     CML_TRY(cml__cuda_check_float_dtype("cml_cross_entropy_bwd", "dtype", dtype));
     if (rows == 0) return CML_OK;
     CML_TRY(cml__cuda_activate(ctx));
     switch (dtype) {
-    case CML_F16: return bwd_launch<CML_F16>(ctx, dlogits, dloss, logits, targets, rows, classes, ignore_index);
-    case CML_BF16: return bwd_launch<CML_BF16>(ctx, dlogits, dloss, logits, targets, rows, classes, ignore_index);
-    default: return bwd_launch<CML_F32>(ctx, dlogits, dloss, logits, targets, rows, classes, ignore_index);
+    case CML_F16: return bwd_launch<CML_F16>(ctx, dlogits, dloss, logits, lse, targets, rows, classes, ignore_index);
+    case CML_BF16:
+        return bwd_launch<CML_BF16>(ctx, dlogits, dloss, logits, lse, targets, rows, classes, ignore_index);
+    default: return bwd_launch<CML_F32>(ctx, dlogits, dloss, logits, lse, targets, rows, classes, ignore_index);
     }
 }
