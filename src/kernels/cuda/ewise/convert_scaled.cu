@@ -403,8 +403,10 @@ static cml_status convert_launch(cml_ctx *ctx, void *y, const void *x, long long
     if (amax) CML_TRY(cml__cuda_zeroed(ctx, (AMAX_WORD + 1) * sizeof(unsigned), FN, (void **)&out.words));
     char dts[32];
     snprintf(dts, sizeof dts, "%s,%s", cml_dtype_name((cml_dtype)YT), cml_dtype_name((cml_dtype)XT));
-    /* PDL, except with amax: its kernels ran 0.95x from f32 at 160-640 MiB with it (session 14) */
-    if (amax) k<<<grid, BLOCK, 0, st>>>(y, x, n, scale, out);
+    /* PDL, except with amax at >= 64 MiB moved: there it ran 0.95-0.975x from f32 (session 14) and
+     * 0.99-1.01x from bf16, while below it gained 4-13% (session 15; dev/membound/README.md) */
+    const long long moved = n * (long long)(cml_dtype_size((cml_dtype)XT) + cml_dtype_size((cml_dtype)YT));
+    if (amax && moved >= (64ll << 20)) k<<<grid, BLOCK, 0, st>>>(y, x, n, scale, out);
     else cml__launch(k, grid, BLOCK, 0, st, y, x, n, scale, out);
     return cml__cuda_check_launch(FN, vec ? "convert_scaled_vec_kernel" : "convert_scaled_scalar_kernel", dts, n, grid,
                                   BLOCK);
