@@ -83,6 +83,29 @@ template <bool LN, int TH = NBL_THREADS> static __device__ __forceinline__ float
     return make_float2(0.0f, cml__group_allreduce(s.y, TH, (float *)red, cml__sum_op()));
 }
 
+/* The thread's dgamma (and, LN, dbeta) accumulators (acc: nbl_kernel's layout) as its columns of the
+ * group's partial row pg (dbeta terms C floats after the dgamma terms). */
+template <int DT, bool LN, int KW, int TH = NBL_THREADS>
+static __device__ __forceinline__ void nbc_store_partial(float *pg, long long C, int nn, const float4 *acc, int t) {
+    constexpr int V = nbl_dims<DT, KW>::V, E = nbl_dims<DT, KW>::E, V4 = V / 4;
+#pragma unroll
+    for (int k = 0; k < KW; k++) {
+        const int c = (k * TH + t) * V;
+        if (c < nn)
+#pragma unroll
+            for (int j = 0; j < V4; j++) {
+                const float4 g = acc[(k * V4 + j) * TH + t];
+                cml__st16(pg + c + 4 * j, make_uint4(__float_as_uint(g.x), __float_as_uint(g.y),
+                                                     __float_as_uint(g.z), __float_as_uint(g.w)));
+                if (LN) {
+                    const float4 d = acc[(E / 4 + k * V4 + j) * TH + t];
+                    cml__st16(pg + C + c + 4 * j, make_uint4(__float_as_uint(d.x), __float_as_uint(d.y),
+                                                             __float_as_uint(d.z), __float_as_uint(d.w)));
+                }
+            }
+    }
+}
+
 /* dx of the thread's words of a row (dxr: the chunk's start in dx). */
 template <int DT, bool LN, int KW, int TH = NBL_THREADS>
 static __device__ __forceinline__ void nbc_dx(typename cml__elem<DT>::type *dxr, const uint4 (&wx)[KW],
@@ -196,7 +219,7 @@ static __global__ void __launch_bounds__(NBL_THREADS, 8 / KW)
     nbc_kernel(void *dx, float *part, const void *dy, const void *x, const void *gamma, const float *mean,
                const float *rstd, long long rows, long long C, int splits, int groups) {
     typedef typename cml__elem<DT>::type T;
-    constexpr int V = nbl_dims<DT, KW>::V, E = nbl_dims<DT, KW>::E, CH = nbl_dims<DT, KW>::CH, V4 = V / 4;
+    constexpr int E = nbl_dims<DT, KW>::E, CH = nbl_dims<DT, KW>::CH;
     extern __shared__ float4 nbc_acc[]; /* nbl_kernel's accumulator layout */
     __shared__ float2 red[2][32];
     __shared__ float2 slots[4 * NBC_MAX_SPLITS];
@@ -225,25 +248,7 @@ static __global__ void __launch_bounds__(NBL_THREADS, 8 / KW)
     }
     cml__pdl_launch_dependents(); /* the partial-sum kernel may be scheduled: it waits for this grid to end */
     xc.finish_arrive();
-    if (part) {
-        float *pg = part + (size_t)q * (LN ? 2 : 1) * (size_t)C + lo;
-#pragma unroll
-        for (int k = 0; k < KW; k++) {
-            const int c = (k * NBL_THREADS + t) * V;
-            if (c < nn)
-#pragma unroll
-                for (int j = 0; j < V4; j++) {
-                    const float4 g = nbc_acc[(k * V4 + j) * NBL_THREADS + t];
-                    cml__st16(pg + c + 4 * j, make_uint4(__float_as_uint(g.x), __float_as_uint(g.y),
-                                                         __float_as_uint(g.z), __float_as_uint(g.w)));
-                    if (LN) {
-                        const float4 d = nbc_acc[(E / 4 + k * V4 + j) * NBL_THREADS + t];
-                        cml__st16(pg + C + c + 4 * j, make_uint4(__float_as_uint(d.x), __float_as_uint(d.y),
-                                                                 __float_as_uint(d.z), __float_as_uint(d.w)));
-                    }
-                }
-        }
-    }
+    if (part) nbc_store_partial<DT, LN, KW>(part + (size_t)q * (LN ? 2 : 1) * (size_t)C + lo, C, nn, nbc_acc, t);
     xc.finish_wait();
 }
 
@@ -420,7 +425,7 @@ static __global__ void __launch_bounds__(NBX_THREADS, 1)
     nbx_kernel(void *dx, float *part, const void *dy, const void *x, const void *gamma, const float *mean,
                const float *rstd, long long rows, long long C, int ch, int splits, int groups) {
     typedef typename cml__elem<DT>::type T;
-    constexpr int TH = NBX_THREADS, KW = nbx_dims<DT>::KW, V = nbx_dims<DT>::V, E = nbx_dims<DT>::E, V4 = V / 4;
+    constexpr int TH = NBX_THREADS, KW = nbx_dims<DT>::KW, E = nbx_dims<DT>::E;
     constexpr bool L2PF = nbx_dims<DT>::L2PF;
     extern __shared__ float4 nbx_acc[]; /* [LN ? 2 : 1][E / 4][TH]: nbc's layout at TH threads */
     __shared__ float2 red[2][32];
@@ -458,25 +463,7 @@ static __global__ void __launch_bounds__(NBX_THREADS, 1)
     }
     cml__pdl_launch_dependents(); /* the partial-sum kernel may be scheduled: it waits for this grid to end */
     xc.finish_arrive();
-    if (part) {
-        float *pg = part + (size_t)q * (LN ? 2 : 1) * (size_t)C + lo;
-#pragma unroll
-        for (int k = 0; k < KW; k++) {
-            const int c = (k * TH + t) * V;
-            if (c < nn)
-#pragma unroll
-                for (int j = 0; j < V4; j++) {
-                    const float4 g = nbx_acc[(k * V4 + j) * TH + t];
-                    cml__st16(pg + c + 4 * j, make_uint4(__float_as_uint(g.x), __float_as_uint(g.y),
-                                                         __float_as_uint(g.z), __float_as_uint(g.w)));
-                    if (LN) {
-                        const float4 d = nbx_acc[(E / 4 + k * V4 + j) * TH + t];
-                        cml__st16(pg + C + c + 4 * j, make_uint4(__float_as_uint(d.x), __float_as_uint(d.y),
-                                                                 __float_as_uint(d.z), __float_as_uint(d.w)));
-                    }
-                }
-        }
-    }
+    if (part) nbc_store_partial<DT, LN, KW, TH>(part + (size_t)q * (LN ? 2 : 1) * (size_t)C + lo, C, nn, nbx_acc, t);
     xc.finish_wait();
 }
 
