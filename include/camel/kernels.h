@@ -148,11 +148,12 @@ cml_status cml_softmax_bwd(cml_ctx *ctx, void *dx, const void *dy, const void *y
 /* Per-row cross-entropy straight from logits (rows, classes), never
  * materializing probabilities: loss[r] = logsumexp(logits[r]) - logits[r, t[r]],
  * 0 where t[r] == ignore_index. loss is f32 (rows). lse, unless NULL, gets each
- * row's logsumexp as two f32 (rows, 2): the row max m and log(sum(exp(x - m)))
- * (one rounded f32 logsumexp would cost exp(x - lse) its low bits at large
- * logits); (-inf, 0) for a row of -inf logits, NaN for an ignored row or one
- * with a bad target. Give it to cml_cross_entropy_bwd, which then reads the
- * logits once instead of twice or holding rows on chip. Targets are i64; a target
+ * row's logsumexp as two f32 (rows, 2; 8-byte aligned on CUDA): the row max m
+ * and log(sum(exp(x - m))) (one rounded f32 logsumexp would cost exp(x - lse)
+ * its low bits at large logits); (-inf, 0) for a row of -inf logits, a NaN in
+ * the pair of a row with a NaN logit, NaN for an ignored row (and, on CUDA,
+ * for a row with a bad target). Give it to cml_cross_entropy_bwd, which then
+ * reads the logits once instead of twice or holding rows on chip. Targets are i64; a target
  * outside [0, classes) that is not ignore_index is CML_ERR_INVALID_ARG. On CUDA
  * the targets are checked on the device and the calls do not wait: the rows
  * with a bad target get NaN, the others are computed, and the error comes
@@ -161,7 +162,9 @@ cml_status cml_cross_entropy_fwd(cml_ctx *ctx, float *loss, float *lse, const vo
                                  const int64_t *targets, int64_t rows, int64_t classes,
                                  cml_dtype dtype, int64_t ignore_index);
 /* dlogits[r] = dloss[r] * (softmax(logits[r]) - onehot(t[r])); 0 for ignored rows.
- * lse: the forward's (softmax = exp((x - m) - log-sum)), or NULL to recompute it.
+ * lse: the pairs of a forward over the same logits, targets and ignore_index
+ * (softmax = exp((x - m) - log-sum)), or NULL to recompute them; on CUDA a
+ * matrix of 2^31 or more 16-byte words recomputes them anyway.
  * A -inf logit is a class of probability 0: a row whose target's logit, or every
  * logit, is -inf has loss +inf; softmax over a row of -inf logits only is taken
  * as all 0, so its dlogits are -dloss[r] at the target and 0 elsewhere. */

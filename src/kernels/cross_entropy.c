@@ -16,6 +16,15 @@ static cml_status check_ce(const char *fn, int64_t rows, int64_t classes, cml_dt
     return cml__check_dtype_float(fn, "dtype", dtype);
 }
 
+#ifdef CML_HAVE_CUDA
+/* The CUDA kernels move the (max, log-sum) pairs as one 8-byte word. */
+static cml_status check_lse_aligned(const char *fn, const float *lse) {
+    if (((uintptr_t)lse & 7u) == 0) return CML_OK;
+    return cml__error(CML_ERR_INVALID_ARG, "%s: lse=%p must be 8-byte aligned on CUDA (one float2 a row)", fn,
+                      (const void *)lse);
+}
+#endif
+
 cml_status cml_cross_entropy_fwd(cml_ctx *ctx, float *loss, float *lse, const void *logits,
                                  const int64_t *targets, int64_t rows, int64_t classes,
                                  cml_dtype dtype, int64_t ignore_index) {
@@ -28,8 +37,10 @@ cml_status cml_cross_entropy_fwd(cml_ctx *ctx, float *loss, float *lse, const vo
         CML__CHECK_NOT_NULL(fn, targets);
     }
 #ifdef CML_HAVE_CUDA
-    if (cml_ctx_device(ctx).type == CML_CUDA)
+    if (cml_ctx_device(ctx).type == CML_CUDA) {
+        CML_TRY(check_lse_aligned(fn, lse));
         return cml__cross_entropy_fwd_cuda(ctx, loss, lse, logits, targets, rows, classes, dtype, ignore_index);
+    }
 #endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__cross_entropy_fwd_cpu(ctx, loss, lse, logits, targets, rows, classes, dtype, ignore_index);
@@ -48,9 +59,11 @@ cml_status cml_cross_entropy_bwd(cml_ctx *ctx, void *dlogits, const float *dloss
         CML__CHECK_NOT_NULL(fn, targets);
     }
 #ifdef CML_HAVE_CUDA
-    if (cml_ctx_device(ctx).type == CML_CUDA)
+    if (cml_ctx_device(ctx).type == CML_CUDA) {
+        CML_TRY(check_lse_aligned(fn, lse));
         return cml__cross_entropy_bwd_cuda(ctx, dlogits, dloss, logits, lse, targets, rows, classes, dtype,
                                            ignore_index);
+    }
 #endif
     if (cml_ctx_device(ctx).type != CML_CPU) return cml__no_device_impl(fn, ctx);
     return cml__cross_entropy_bwd_cpu(ctx, dlogits, dloss, logits, lse, targets, rows, classes, dtype, ignore_index);

@@ -172,7 +172,8 @@ static void test_cross_entropy(void) {
 /* -inf logits are classes of probability 0. Rows (classes = C, target 2 unless said): 0 all -inf;
  * 1 the target's logit -inf; 2 some -inf, not the target; 3 all -inf and ignored; 4 a NaN;
  * 5 all -inf, target C - 1 (in the second chunk of the CPU's 1024-column chunks when C > 1024). */
-static void run_ce_infinities(int64_t C, cml_dtype dt, cml_rng *rng) {
+/* with_lse: the forward saves its (max, log-sum) pairs and the backward runs from them. */
+static void run_ce_infinities(int64_t C, cml_dtype dt, bool with_lse, cml_rng *rng) {
     enum { R = 6, T = 2, IGN = -100 };
     const int64_t total = R * C;
     cml_layout l = kt_layout(1, &total);
@@ -188,11 +189,17 @@ static void run_ce_infinities(int64_t C, cml_dtype dt, cml_rng *rng) {
     cml_dtype_store(x.data, dt, 4 * C + C / 2, NAN);
     const int64_t t[R] = {T, T, T, IGN, T, C - 1};
     const float dloss[R] = {0.75f, 1.25f, 0.5f, 2.0f, 1.0f, 1.5f};
-    float loss[R];
+    float loss[R], pairs[2 * R], *lse = with_lse ? pairs : NULL;
     th_poison(loss, sizeof loss);
+    th_poison(pairs, sizeof pairs);
     th_poison(dx.data, (size_t)total * cml_dtype_size(dt));
-    CHECK_OK(cml_cross_entropy_fwd(kt_ctx(), loss, NULL, x.data, t, R, C, dt, IGN));
-    CHECK_OK(cml_cross_entropy_bwd(kt_ctx(), dx.data, dloss, x.data, NULL, t, R, C, dt, IGN));
+    CHECK_OK(cml_cross_entropy_fwd(kt_ctx(), loss, lse, x.data, t, R, C, dt, IGN));
+    CHECK_OK(cml_cross_entropy_bwd(kt_ctx(), dx.data, dloss, x.data, lse, t, R, C, dt, IGN));
+    if (with_lse) /* rows 0 and 5 all -inf, 3 ignored, 4 with a NaN */
+        CHECK_MSG(pairs[0] == -INFINITY && pairs[1] == 0 && pairs[10] == -INFINITY && pairs[11] == 0 &&
+                      isnan(pairs[6]) && (isnan(pairs[8]) || isnan(pairs[9])),
+                  "C=%lld %s: lse pairs of -inf / ignored / NaN rows (%g, %g) (%g, %g) (%g) (%g, %g)", (long long)C,
+                  cml_dtype_name(dt), pairs[0], pairs[1], pairs[10], pairs[11], pairs[6], pairs[8], pairs[9]);
     CHECK_MSG(loss[0] == INFINITY && loss[1] == INFINITY && loss[5] == INFINITY,
               "C=%lld %s: losses of -inf rows / a -inf target %g %g %g, want +inf", (long long)C, cml_dtype_name(dt),
               loss[0], loss[1], loss[5]);
@@ -239,10 +246,13 @@ static void test_cross_entropy_infinities(void) {
     cml_rng_init(&rng, KT_SEED + 23);
     static const int64_t classes[] = {3, 10, 1025, 2500};
     for (int c = 0; c < 4; c++) {
-        run_ce_infinities(classes[c], CML_F32, &rng);
-        run_ce_infinities(classes[c], CML_BF16, &rng);
+        for (int with_lse = 0; with_lse < 2; with_lse++) {
+            run_ce_infinities(classes[c], CML_F32, with_lse, &rng);
+            run_ce_infinities(classes[c], CML_BF16, with_lse, &rng);
+        }
     }
-    run_ce_infinities(1025, CML_F16, &rng);
+    run_ce_infinities(1025, CML_F16, false, &rng);
+    run_ce_infinities(1025, CML_F16, true, &rng);
 }
 
 static void test_deterministic(void) {

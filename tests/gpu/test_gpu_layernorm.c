@@ -2,8 +2,9 @@
  * the CPU reference on random inputs: rows x C in {1x1, 7x127, 3x1025,
  * 127x4097, 2x262144} in f32, bf16 and f16, with and without gamma/beta, the
  * edges of the register paths (backward 8192; forward 4 or 8 words per thread,
- * up to 32768 f32 / 65536 bf16; one more element or one element off alignment
- * takes the chunked or scalar paths), several rows per row group of the
+ * up to 16384 f32 / 32768 bf16, longer aligned rows on the one-pass chunk
+ * kernel by default; one more element or one element off alignment takes the
+ * chunked or scalar paths), several rows per row group of the
  * aligned register rows (groups narrower than a warp, 512-thread blocks, idle
  * threads, one group per block), several L2 batches
  * of long rows, dx aliasing dy, and rows == 0. Outputs are poisoned before

@@ -346,6 +346,62 @@ static void test_cross_entropy_large_logits(void) {
     ce_offset = 0.0f;
 }
 
+/* NaN logits, with and without the forward's (max, log-sum) pairs: the loss and the whole dlogits row
+ * NaN, as on the CPU. classes = 3 f32 rows are unaligned (the scalar online update, whose max a NaN
+ * leaves at -inf: the pair's NaN log-sum must not read as a row of -inf); 64 is the register path. */
+static void test_cross_entropy_nan_rows(void) {
+    const int64_t shapes[2] = {3, 64};
+    for (int s = 0; s < 2; s++)
+        for (int d = 0; d < n_test_dtypes(); d++) {
+            const cml_dtype dt = TEST_DTYPES[d];
+            const int64_t R = 5, C = shapes[s];
+            char what[96];
+            snprintf(what, sizeof what, "cross_entropy NaN rows %s (%lld, %lld)", cml_dtype_name(dt), (long long)R,
+                     (long long)C);
+            const size_t es = cml_dtype_size(dt), bytes = (size_t)(R * C) * es;
+            unsigned char *hx = malloc(bytes), *want = malloc(bytes), *got = malloc(bytes);
+            float hdl[5], lw[5], lg[5];
+            const int64_t ht[5] = {0, 1, C - 1, IGNORE, 2 % C};
+            void *dx = dev_alloc(bytes), *dout = dev_alloc(bytes), *dt_ = dev_alloc(sizeof ht),
+                 *ddl = dev_alloc(sizeof hdl), *dl = dev_alloc(sizeof lw), *dlse = dev_alloc(2 * sizeof lw);
+            CHECK(hx && want && got && dx && dout && dt_ && ddl && dl && dlse);
+            if (hx && want && got && dx && dout && dt_ && ddl && dl && dlse) {
+                random_fill(hx, dt, R * C, -4.0f, 4.0f);
+                for (int64_t c = 0; c < C; c++) cml_dtype_store(hx, dt, 1 * C + c, NAN); /* all NaN */
+                cml_dtype_store(hx, dt, 2 * C + C / 2, NAN);                             /* one NaN */
+                cml_dtype_store(hx, dt, 3 * C, NAN);                                     /* ignored */
+                for (int r = 0; r < R; r++) hdl[r] = uniform(0.5f, 1.5f);
+                upload(dx, hx, bytes);
+                upload(dt_, ht, sizeof ht);
+                upload(ddl, hdl, sizeof hdl);
+                CHECK_OK(cml_cross_entropy_fwd(cctx, lw, NULL, hx, ht, R, C, dt, IGNORE));
+                CHECK_OK(cml_cross_entropy_bwd(cctx, want, hdl, hx, NULL, ht, R, C, dt, IGNORE));
+                poison(dlse, 2 * sizeof lw);
+                GPU_TWICE(what, dl, sizeof lw, lg, cml_cross_entropy_fwd(gctx, dl, dlse, dx, dt_, R, C, dt, IGNORE));
+                compare_tol(what, lg, lw, CML_F32, R, tol_for(dt), true);
+                CHECK(isnan(lg[1]) && isnan(lg[2]) && lg[3] == 0.0f);
+                for (int with_lse = 0; with_lse < 2; with_lse++) {
+                    const float *pairs = with_lse ? dlse : NULL;
+                    GPU_TWICE(what, dout, bytes, got,
+                              cml_cross_entropy_bwd(gctx, dout, ddl, dx, pairs, dt_, R, C, dt, IGNORE));
+                    compare_tol(what, got, want, dt, R * C, tol_for(dt), true); /* NaN exactly where the CPU's */
+                    for (int64_t c = 0; c < C; c++)
+                        CHECK_MSG(isnan(cml_dtype_load(got, dt, C + c)) && isnan(cml_dtype_load(got, dt, 2 * C + c)),
+                                  "%s (lse %d): column %lld of a NaN row is not NaN", what, with_lse, (long long)c);
+                }
+            }
+            free(hx);
+            free(want);
+            free(got);
+            dev_free(dx, bytes);
+            dev_free(dout, bytes);
+            dev_free(dt_, sizeof ht);
+            dev_free(ddl, sizeof hdl);
+            dev_free(dl, sizeof lw);
+            dev_free(dlse, 2 * sizeof lw);
+        }
+}
+
 static void test_cross_entropy_bad_targets(void) {
     run_ce(CML_F32, 7, 127, 5, 127);        /* == classes */
     run_ce(CML_BF16, 7, 127, 2, -3);        /* negative, not ignore_index */
@@ -435,6 +491,7 @@ int main(void) {
     RUN(test_cross_entropy);
     RUN(test_cross_entropy_large_logits);
     RUN(test_cross_entropy_infinities);
+    RUN(test_cross_entropy_nan_rows);
     RUN(test_cross_entropy_bad_targets);
     RUN(test_cross_entropy_deferred);
     cml_ctx_destroy(sctx);

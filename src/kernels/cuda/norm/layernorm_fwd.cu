@@ -3,8 +3,10 @@
  *   y = (x - mean) * rstd * gamma + beta,  rstd = 1 / sqrt(var + eps)  (biased var).
  *
  * Rows that fit on chip stay in the registers of a row group: 16-byte aligned
- * rows as packed words (4 or 8 per thread: up to 32768 f32 or 65536 bf16/f16
- * elements), other rows up to 8192 as 16 floats per thread. The row is read
+ * rows as packed words (4 or 8 per thread, groups of up to 512 threads: up to
+ * 16384 f32 or 32768 bf16/f16 elements; the 1024-thread form, to 32768 / 65536,
+ * only with CML_LN_FWD_ONEPASS_G=0, see ln_fwd_onepass_g), other rows up to
+ * 8192 as 16 floats per thread. The row is read
  * once, its mean taken, then the sum of squared deviations from that mean (an
  * exact two-pass variance, as good as Welford's and cheaper when the row is on
  * chip), then y is written once. Longer aligned rows go in one pass, a chunk

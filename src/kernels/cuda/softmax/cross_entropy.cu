@@ -11,7 +11,9 @@
  * chunk states in order (ce_fwd_split.cuh), unaligned ones through pass 1 of
  * softmax_common.cuh, then one thread per row merging the chunk states in
  * order. Ignored rows are not read, except in split rows.
- * Backward: dlogits[r] = dloss[r] (softmax(row) - onehot(t)). Rows that fit on
+ * Backward: dlogits[r] = dloss[r] (softmax(row) - onehot(t)). Given the forward's
+ * (max, log-sum) pairs (lse), one elementwise pass over every row (ce_bwd_lse_kernel). Without
+ * them: rows that fit on
  * chip stay in registers (16-byte aligned rows as packed words: up to 32768
  * f32 / 65536 bf16 classes; others up to 16384 as floats), read once and
  * written once; longer aligned rows go in one pass, a chunk per block
@@ -57,7 +59,9 @@ static __device__ __forceinline__ float ce_loss(float m, float s, float x_t) {
 }
 
 /* Row r's logsumexp for the backward, as the pair (m, log(s)) (include/camel/kernels.h): (-inf, 0)
- * for a row of -inf logits, (NaN, NaN) for a row not computed (skip). */
+ * for a row of -inf logits, (NaN, NaN) for a row not computed (skip); a NaN logit leaves a NaN in
+ * the pair (the scalar online update may keep m = -inf and make s NaN: ce_bwd_lse_kernel tests
+ * emptiness as cml__ce_empty does). */
 static __device__ __forceinline__ void ce_store_lse(float *lse, long long r, bool skip, float m, float s) {
     const bool empty = cml__ce_empty(m, s);
     ((float2 *)lse)[r] = skip ? make_float2(NAN, NAN) : make_float2(m, empty ? 0.0f : logf(s));
@@ -478,7 +482,9 @@ static __global__ void __launch_bounds__(256) ce_bwd_lse_kernel(void *dlogits, c
             const bool ignored = tgt == ignore, is_bad = bad_target(tgt, n, ignore);
             const float2 L = ((const float2 *)lse)[row];
             const float g = ignored ? 0.0f : is_bad ? NAN : dloss[row];
-            const bool empty = L.x == -INFINITY; /* a row of -inf logits: softmax taken as all 0 */
+            /* a row of -inf logits: softmax taken as all 0; not a row whose NaN left the scalar online
+             * update's max at -inf (its log-sum is NaN, and so are its gradients, as on the CPU) */
+            const bool empty = cml__ce_empty(L.x, L.y);
             const int hot = tgt >= c0 && tgt < c0 + U ? (int)(tgt - c0) : -1; /* the one-hot element */
             float v[U];
             if constexpr (VEC) cml__unpack16<DT>(w[k], v);
