@@ -291,6 +291,20 @@ static inline cudaLaunchConfig_t nbc_config(unsigned grid, int splits, cudaStrea
     return cfg;
 }
 
+/* Clusters of `splits` CTAs of kernel k, launched as cfg, resident at once; 0 where the attributes or
+ * the query are refused (a GPU without clusters that large). */
+static inline int nbc_resident_clusters(const void *k, const cudaLaunchConfig_t &cfg, int splits) {
+    int c = 0;
+    if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cfg.dynamicSmemBytes) !=
+            cudaSuccess ||
+        (splits > 8 && cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) ||
+        cudaOccupancyMaxActiveClusters(&c, k, &cfg) != cudaSuccess) {
+        (void)cudaGetLastError();
+        c = 0;
+    }
+    return c;
+}
+
 /* Clusters of `splits` CTAs resident at once on device `dev` (0 when none fits or on error);
  * cached per device and size (sets the kernel's shared-memory and cluster-size attributes). */
 template <int DT, bool LN> static inline int nbc_clusters(int dev, int splits) {
@@ -301,14 +315,7 @@ template <int DT, bool LN> static inline int nbc_clusters(int dev, int splits) {
         const void *k = (const void *)nbc_kernel<DT, LN, NBC_KW>;
         cudaLaunchAttribute attr;
         const cudaLaunchConfig_t cfg = nbc_config<DT, LN>((unsigned)splits, splits, 0, &attr);
-        int c = 0;
-        if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cfg.dynamicSmemBytes) !=
-                cudaSuccess ||
-            (splits > 8 && cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) ||
-            cudaOccupancyMaxActiveClusters(&c, k, &cfg) != cudaSuccess) {
-            (void)cudaGetLastError();
-            c = 0;
-        }
+        const int c = nbc_resident_clusters(k, cfg, splits);
         n = c > 0 ? c : -1;
     }
     return n > 0 ? n : 0;
@@ -529,14 +536,7 @@ template <int DT, bool LN> static inline int nbx_clusters(int dev, int splits) {
         const void *k = (const void *)nbx_kernel<DT, LN>;
         cudaLaunchAttribute attr;
         const cudaLaunchConfig_t cfg = nbx_config<DT, LN>((unsigned)splits, splits, 0, &attr);
-        int c = 0;
-        if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cfg.dynamicSmemBytes) !=
-                cudaSuccess ||
-            (splits > 8 && cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) ||
-            cudaOccupancyMaxActiveClusters(&c, k, &cfg) != cudaSuccess) {
-            (void)cudaGetLastError();
-            c = 0;
-        }
+        const int c = nbc_resident_clusters(k, cfg, splits);
         n = c > 0 ? c : -1;
     }
     return n > 0 ? n : 0;
