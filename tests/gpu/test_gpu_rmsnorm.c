@@ -384,6 +384,63 @@ static void test_unsupported_dtype(void) {
     dev_free(p, 64);
 }
 
+/* Rows of 257..1024 words in the wide-row kernel (nbw_kernel, norm_bwd_wide.cuh; CML_NORM_BWD_WIDE), forced
+ * in-process in its two forms: mode 2 (4 x 256-thread groups of 2 words a thread up to 512 words, 2 x 256 of
+ * 4 words beyond) and mode 3 (4 words a thread always: groups of 128 up to 512 words). 16-bit C = 4096 (512
+ * words), 8192 (1024), 4104 (513: one word of the second half) and 2056 (257); f32 4096, 2048 and 1028; 1, 7
+ * and (outside a sanitizer) 257 and 1601 rows (several rows a group: the staged next row, both scratch
+ * parities); then with at most 2 blocks (cml__norm_bwd_wide_cap_blocks), so that 37 rows walk 4..10 rows a
+ * group also under a sanitizer; without gamma, with gamma, dx over dy. Each run: run_rms's poisoned
+ * outputs, CPU float64 comparison and bitwise repeat. Then the default range (mode 1): 16-bit rows of at
+ * most 512 words only. Outside a sanitizer the launch counter must move. */
+static void test_wide_rows(void) {
+#ifdef CML_HAVE_CUDA
+    static const int64_t cols16[] = {4096, 8192, 4104, 2056}, cols32[] = {4096, 2048, 1028};
+    const bool san = under_sanitizer();
+    const unsigned long long launches = cml__norm_bwd_wide_launches();
+    for (int mode = 2; mode <= 3; mode++) {
+        cml__norm_bwd_wide_force(mode);
+        for (int d = 0; d < n_test_dtypes(); d++) {
+            const cml_dtype dt = TEST_DTYPES[d];
+            const int64_t *cols = dt == CML_F32 ? cols32 : cols16;
+            const int nc = dt == CML_F32 ? 3 : 4;
+            for (int c = 0; c < nc; c++) run_rms((rms_case){dt, 7, cols[c], 0, true, false});
+            run_rms((rms_case){dt, 1, cols[0], 0, true, false});
+            run_rms((rms_case){dt, 7, cols[1], 0, false, true});
+            if (!san) {
+                run_rms((rms_case){dt, 257, cols[0], 0, true, false});
+                run_rms((rms_case){dt, 1601, cols[0], 0, true, false});
+                run_rms((rms_case){dt, 257, cols[1], 0, true, true});
+            }
+            cml__norm_bwd_wide_cap_blocks(2);
+            run_rms((rms_case){dt, 37, cols[0], 0, true, false});
+            run_rms((rms_case){dt, 37, cols[1], 0, false, false});
+            run_rms((rms_case){dt, 37, cols[2], 0, true, true});
+            cml__norm_bwd_wide_cap_blocks(0);
+            /* past 1024 words: not this kernel */
+            const unsigned long long n = cml__norm_bwd_wide_launches();
+            run_rms((rms_case){dt, 3, dt == CML_F32 ? 4100 : 8200, 0, true, false});
+            CHECK_MSG(cml__norm_bwd_wide_launches() == n, "%s: a row of 1025 words took the wide-row kernel",
+                      cml_dtype_name(dt));
+        }
+    }
+    cml__norm_bwd_wide_force(1); /* the default range: 16-bit rows of 257..512 words */
+    for (int d = 0; d < n_test_dtypes(); d++) {
+        const cml_dtype dt = TEST_DTYPES[d];
+        unsigned long long n = cml__norm_bwd_wide_launches();
+        run_rms((rms_case){dt, 7, 4096, 0, true, false});
+        CHECK_MSG((cml__norm_bwd_wide_launches() > n) == (dt != CML_F32),
+                  "%s x 4096: the default range is 16-bit rows (wide-row kernel taken: %s)", cml_dtype_name(dt),
+                  dt != CML_F32 ? "no" : "yes");
+        n = cml__norm_bwd_wide_launches();
+        run_rms((rms_case){dt, 7, 8192, 0, true, false});
+        CHECK_MSG(cml__norm_bwd_wide_launches() == n, "%s x 8192: outside the default range", cml_dtype_name(dt));
+    }
+    cml__norm_bwd_wide_force(-1);
+    if (!san) CHECK_MSG(cml__norm_bwd_wide_launches() > launches, "the wide-row backward never ran");
+#endif
+}
+
 int main(void) {
     int rc = gpu_test_init(97531);
     if (rc) return rc;
@@ -394,6 +451,7 @@ int main(void) {
     RUN(test_cluster_rows);
     RUN(test_deferred_rows);
     RUN(test_longcluster_rows);
+    RUN(test_wide_rows);
     RUN(test_fwd_v2);
     RUN(test_no_rows);
     RUN(test_unsupported_dtype);

@@ -143,6 +143,14 @@ unsigned long long cml__norm_bwd_defer_launches(void);
 void cml__norm_bwd_longcluster_force(int mode);
 unsigned long long cml__norm_bwd_longcluster_launches(void);
 int cml__norm_bwd_longcluster_last_groups(void);
+/* For tests: the LayerNorm / RMSNorm backward's wide-row kernel (nbw_kernel, norm_bwd_wide.cuh) forced
+ * process-wide: -1 = CML_NORM_BWD_WIDE's setting, 0 = never, 1 = the default rows (16-bit, 257..512 words),
+ * 2 = every dtype up to 1024 words, 3 = the 512-thread form of 4 words a thread wherever it fits; and its
+ * launches so far (both norms). */
+void cml__norm_bwd_wide_force(int mode);
+unsigned long long cml__norm_bwd_wide_launches(void);
+/* ... and at most this many of its blocks from now on (0: no cap), process-wide. */
+void cml__norm_bwd_wide_cap_blocks(int blocks);
 /* For tests: the LayerNorm / RMSNorm forward's kernels for 16-bit rows on chip (CML_NORM_FWD_V2,
  * norm/norm_fwd_v2.cuh) forced to mode 0, 1 or 2 (-1: back to the environment's setting),
  * process-wide; and how many launches so far ran a kernel of mode 1 or 2 (0 for other modes). */

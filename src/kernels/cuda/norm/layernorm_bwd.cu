@@ -39,6 +39,7 @@
 #include "kernels/cuda/norm/norm_bwd_long.cuh"
 #include "kernels/cuda/norm/norm_bwd_partial.cuh"
 #include "kernels/cuda/norm/norm_bwd_rows.cuh"
+#include "kernels/cuda/norm/norm_bwd_wide.cuh"
 
 #define E_ROW 8
 #define COMBINE_FLOATS (1024 * E_ROW) /* R groups x C columns of one block */
@@ -257,6 +258,22 @@ extern "C" int cml__norm_bwd_longcluster_last_groups(void) {
     return nbx_last_groups();
 }
 
+/* For tests (cuda_kernels.h): the wide-row kernel (nbw_kernel, norm_bwd_wide.cuh) forced (-1:
+ * CML_NORM_BWD_WIDE's setting; 0 never, 1 the default rows, 2 every dtype up to 1024 words, 3 the
+ * 512-thread form of 4 words a thread wherever it fits), its launches (LayerNorm and RMSNorm together), and
+ * a cap on its blocks (0: none; a few blocks make few rows walk several rows a group). */
+extern "C" void cml__norm_bwd_wide_force(int mode) {
+    nbw_forced() = mode;
+}
+
+extern "C" unsigned long long cml__norm_bwd_wide_launches(void) {
+    return __atomic_load_n(&nbw_launch_count(), __ATOMIC_RELAXED);
+}
+
+extern "C" void cml__norm_bwd_wide_cap_blocks(int blocks) {
+    nbw_cap_blocks() = blocks;
+}
+
 static cml_status launched(const char *kernel, cml_dtype dt, long long n, unsigned grid, unsigned block) {
     return cml__cuda_check_launch(FN, kernel, cml_dtype_name(dt), n, grid, block);
 }
@@ -284,6 +301,14 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, void *dbeta, 
                     (int)C);
         CML_TRY(launched("nbr_kernel", (cml_dtype)DT, rows * C, (unsigned)nb, (unsigned)(G * R)));
         return want ? partial_sum_launch<DT>(ctx, dgamma, dbeta, (float *)part, nb, C) : CML_OK;
+    }
+    nbw_plan wp;
+    if (vec && nbl_mode() != 2 && nbw_geometry<DT, true>(rows, C, sms, &wp)) { /* norm_bwd_wide.cuh */
+        void *part = NULL;
+        if (want) CML_TRY(cml_ctx_workspace(ctx, &part, (size_t)wp.nb * 2 * (size_t)C * sizeof(float)));
+        CML_CUDA_TRY(FN, (nbw_launch<DT, true>(wp, st, dx, (float *)part, dy, x, gamma, mean, rstd, rows, C)));
+        CML_TRY(launched("nbw_kernel", (cml_dtype)DT, rows * C, (unsigned)wp.nb, (unsigned)(wp.G * wp.R)));
+        return want ? partial_sum_launch<DT>(ctx, dgamma, dbeta, (float *)part, wp.nb, C) : CML_OK;
     }
     nbx_plan xp;
     if (vec && nbl_mode() != 0 && (C > (long long)threads * E_ROW || nbl_mode() == 2) &&

@@ -38,6 +38,7 @@
 #include "kernels/cuda/norm/norm_bwd_long.cuh"
 #include "kernels/cuda/norm/norm_bwd_partial.cuh"
 #include "kernels/cuda/norm/norm_bwd_rows.cuh"
+#include "kernels/cuda/norm/norm_bwd_wide.cuh"
 
 #define E_ROW 8
 #define COMBINE_FLOATS (1024 * E_ROW) /* R groups x C columns of one block */
@@ -253,6 +254,14 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, const void *d
                     (int)C);
         CML_TRY(launched("nbr_kernel", DT, rows * C, (unsigned)nb, (unsigned)(G * R)));
         return dgamma ? partial_sum_launch<DT>(ctx, dgamma, (float *)part, nb, C) : CML_OK;
+    }
+    nbw_plan wp;
+    if (vec && nbl_mode() != 2 && nbw_geometry<DT, false>(rows, C, sms, &wp)) { /* norm_bwd_wide.cuh */
+        void *part = NULL;
+        if (dgamma) CML_TRY(cml_ctx_workspace(ctx, &part, (size_t)wp.nb * (size_t)C * sizeof(float)));
+        CML_CUDA_TRY(FN, (nbw_launch<DT, false>(wp, st, dx, (float *)part, dy, x, gamma, nullptr, rstd, rows, C)));
+        CML_TRY(launched("nbw_kernel", DT, rows * C, (unsigned)wp.nb, (unsigned)(wp.G * wp.R)));
+        return dgamma ? partial_sum_launch<DT>(ctx, dgamma, (float *)part, wp.nb, C) : CML_OK;
     }
     nbx_plan xp;
     if (vec && nbl_mode() != 0 && (C > 1024ll * E_ROW || nbl_mode() == 2) &&
