@@ -75,14 +75,19 @@ extern "C" long long cml__attention_fwd_sm90_d256pro_runs(void) {
 /* Per head dim (dev/attention_sm90/README.md, the ladder): key tile BN, K/V stages, consumer
  * warpgroups NC (query tile BM = 64 NC rows), and the kernel: the persistent one with O staged in its
  * own buffer (D = 64, 128: v6; D = 64 with three consumers, 192-row tiles: session 10) or the
- * one-tile-per-CTA kernel with intra-warpgroup overlap, ping-pong and the TMA-store epilogue (D = 256:
- * v3, which measured 1-3% above the persistent kernel there; the persistent one has no room for an O
- * buffer; 128-row tiles). Shared memory at D = 64: Q 24 KiB + O 24 KiB + 4 x (K + V) 32 KiB + 1 KiB
- * alignment + barriers = 177 KiB of 227. */
+ * one-tile-per-CTA kernel with ping-pong and the TMA-store epilogue (D = 256: v3, which measured 1-3% above
+ * the persistent kernel there; the persistent one has no room for an O buffer; 128-row tiles). Shared
+ * memory at D = 64: Q 24 KiB + O 24 KiB + 4 x (K + V) 32 KiB + 1 KiB alignment + barriers = 177 KiB of 227.
+ * D = 256 since session 16: 128-key tiles in ONE stage (Q 64 + K 64 + V 64 KiB), without the intra-warpgroup
+ * overlap (its S, P and O do not fit 240 registers at 128 keys: spills and serialized wgmmas), with HALF
+ * (the causal diagonal's consumer 0 computes 64 keys). Against 80-key tiles in two stages with INTRA (the
+ * v3 ladder's choice, FlashAttention-3's): the causal 512 tiles cover 1,280 key columns a head instead of
+ * 1,440, and S = Q K^T runs at N = 128. Measured (dev/attention_sm90/README.md, "Session 16"; H100, 3 rounds
+ * in turns, time ratio): causal 512 / 1k / 2k 1.093 / 1.070 / 1.038, full 512 1.053, full 1k / 2k 0.997. */
 template <int D> struct att90_cfg;
 template <> struct att90_cfg<64> { enum { BN = 128, STAGES = 4, PERSIST = 1, NC = 3 }; };
 template <> struct att90_cfg<128> { enum { BN = 128, STAGES = 2, PERSIST = 1, NC = 2 }; };
-template <> struct att90_cfg<256> { enum { BN = 80, STAGES = 2, PERSIST = 0, NC = 2 }; };
+template <> struct att90_cfg<256> { enum { BN = 128, STAGES = 1, PERSIST = 0, NC = 2 }; };
 
 /* Causal D = 64 (192-row tiles, 3 consumers) with S_q % 64 == 0 and S_q % 192 != 0: the query tiles may be
  * aligned to the END of the sequence (the persistent kernel's QSHIFT, cml__att90_decode), so the partial tile
@@ -118,6 +123,7 @@ extern "C" int cml__attention_fwd_sm90_q_shift(const cml_attention_desc *d) {
  * next wave's first data lost 7%: dev/attention_sm90/README.md, "Session 13 (helper h13d)"). CML_ATT_FWD_D256PRO
  * (read once): 0 never, 1 every D = 256 problem, causal or not (A/B runs and tests). */
 #define CML_ATT90_D256PRO_SK 512
+#define CML_ATT90_D256_HEADWISE_SK 512 /* causal D = 256: head-by-head order up to this S_kv (below) */
 extern "C" bool cml__attention_fwd_sm90_d256pro(const cml_attention_desc *d) {
     static int cache = -2;
     if (cache == -2) {
@@ -126,6 +132,21 @@ extern "C" bool cml__attention_fwd_sm90_d256pro(const cml_attention_desc *d) {
     }
     if (d->D != 256 || cache == 0) return false;
     return cache == 1 || (d->causal && d->S_kv <= CML_ATT90_D256PRO_SK);
+}
+
+/* D = 256's key tiles: 128 keys in one stage without INTRA, with HALF (att90_cfg<256>; session 16), or the 80-key
+ * form it replaced (two stages, INTRA). Default: the 128-key form up to S_kv = CML_ATT90_D256K128_SK.
+ * CML_ATT_FWD_D256K128 (read once): 0 never, 1 every D = 256 problem (A/B runs and tests). */
+#define CML_ATT90_D256_BN80 80
+#define CML_ATT90_D256K128_SK (1 << 30)
+extern "C" bool cml__attention_fwd_sm90_d256k128(const cml_attention_desc *d) {
+    static int cache = -2;
+    if (cache == -2) {
+        const char *e = getenv("CML_ATT_FWD_D256K128");
+        cache = e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "1") == 0 ? 1 : -1;
+    }
+    if (d->D != 256 || cache == 0) return false;
+    return cache == 1 || d->S_kv <= CML_ATT90_D256K128_SK;
 }
 
 static const char att90_fn[] = "cml_attention_fwd";
@@ -156,7 +177,7 @@ template <int DT, int D, bool QSHIFT> struct att90_persistent {
 };
 
 template <int DT, int D> struct att90_launcher<DT, D, 1> {
-    static cml_status run(cml_ctx *ctx, const CUtensorMap maps[4], const cml__att90_params &p, bool) {
+    static cml_status run(cml_ctx *ctx, const CUtensorMap maps[4], const cml__att90_params &p, bool, bool) {
         /* the shifted kernel is compiled only where it exists (three consumers: D = 64) */
         enum { QS = att90_cfg<D>::NC > 2 };
         if (QS && p.q_shift > 0) {
@@ -168,33 +189,41 @@ template <int DT, int D> struct att90_launcher<DT, D, 1> {
     }
 };
 
+/* The one-tile-per-CTA kernel <.., BN, STAGES, INTRA, PINGPONG 1, TSTORE 1, GROUPED, PRO, HALF> (D = 256). */
+template <int DT, int D, int BN, int STAGES, int INTRA, bool HALF>
+static cml_status att90_onetile(cml_ctx *ctx, const CUtensorMap maps[4], const cml__att90_params &p, bool pro) {
+    typedef cml__att90_smem<D, BN, STAGES> sm;
+    /* the grouped order only where it differs from head by head (a group of one head is base's order) */
+    const bool grouped = p.causal && p.head_group >= 2;
+    auto kern = grouped ? cml__att90_fwd_kernel<DT, D, BN, STAGES, INTRA, 1, 1, 1, false, HALF>
+                        : cml__att90_fwd_kernel<DT, D, BN, STAGES, INTRA, 1, 1, 0, false, HALF>;
+    if (pro)
+        kern = grouped ? cml__att90_fwd_kernel<DT, D, BN, STAGES, INTRA, 1, 1, 1, true, HALF>
+                       : cml__att90_fwd_kernel<DT, D, BN, STAGES, INTRA, 1, 1, 0, true, HALF>;
+    const int smem = (int)sm::total + (pro ? CML_ATT90_PRO_SMEM_EXTRA : 0);
+    CML_CUDA_TRY(att90_fn, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    const unsigned grid = (unsigned)p.total_tiles;
+    kern<<<grid, CML_ATT90_THREADS, smem, cml__stream(ctx)>>>(maps[0], maps[1], maps[2], maps[3], p);
+    const cml_status st = cml__cuda_check_launch(att90_fn, "cml__att90_fwd_kernel", att90_dtype_name(DT),
+                                                 p.total_tiles, grid, CML_ATT90_THREADS);
+    if (st == CML_OK && pro) __atomic_add_fetch(&att90_d256pro_runs, 1, __ATOMIC_RELAXED);
+    return st;
+}
+
 template <int DT, int D> struct att90_launcher<DT, D, 0> {
-    /* pro: the PRO prologue (D = 256; the Q map's box is then 64 rows) */
-    static cml_status run(cml_ctx *ctx, const CUtensorMap maps[4], cml__att90_params p, bool pro) {
+    /* pro: the PRO prologue (the Q map's box is then 64 rows); k128: the 128-key form (else the 80-key one) */
+    static cml_status run(cml_ctx *ctx, const CUtensorMap maps[4], const cml__att90_params &p, bool pro, bool k128) {
         typedef att90_cfg<D> cfg;
-        typedef cml__att90_smem<D, cfg::BN, cfg::STAGES> sm;
         static_assert(cfg::NC == 2, "the one-tile-per-CTA kernel has two consumers: 128-row tiles");
-        /* the grouped order only where it differs from head by head (a group of one head is base's order) */
-        const bool grouped = p.causal && p.head_group >= 2;
-        auto kern = grouped ? cml__att90_fwd_kernel<DT, D, cfg::BN, cfg::STAGES, 1, 1, 1, 1>
-                            : cml__att90_fwd_kernel<DT, D, cfg::BN, cfg::STAGES, 1, 1, 1, 0>;
-        if (pro)
-            kern = grouped ? cml__att90_fwd_kernel<DT, D, cfg::BN, cfg::STAGES, 1, 1, 1, 1, true>
-                           : cml__att90_fwd_kernel<DT, D, cfg::BN, cfg::STAGES, 1, 1, 1, 0, true>;
-        const int smem = (int)sm::total + (pro ? CML_ATT90_PRO_SMEM_EXTRA : 0);
-        CML_CUDA_TRY(att90_fn, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        const unsigned grid = (unsigned)p.total_tiles;
-        kern<<<grid, CML_ATT90_THREADS, smem, cml__stream(ctx)>>>(maps[0], maps[1], maps[2], maps[3], p);
-        const cml_status st = cml__cuda_check_launch(att90_fn, "cml__att90_fwd_kernel", att90_dtype_name(DT),
-                                                     p.total_tiles, grid, CML_ATT90_THREADS);
-        if (st == CML_OK && pro) __atomic_add_fetch(&att90_d256pro_runs, 1, __ATOMIC_RELAXED);
-        return st;
+        if (k128) return att90_onetile<DT, D, cfg::BN, cfg::STAGES, 0, true>(ctx, maps, p, pro);
+        return att90_onetile<DT, D, CML_ATT90_D256_BN80, 2, 1, false>(ctx, maps, p, pro);
     }
 };
 
 template <int DT, int D>
-static cml_status att90_launch(cml_ctx *ctx, const CUtensorMap maps[4], const cml__att90_params &p, bool pro) {
-    return att90_launcher<DT, D, att90_cfg<D>::PERSIST>::run(ctx, maps, p, pro);
+static cml_status att90_launch(cml_ctx *ctx, const CUtensorMap maps[4], const cml__att90_params &p, bool pro,
+                               bool k128) {
+    return att90_launcher<DT, D, att90_cfg<D>::PERSIST>::run(ctx, maps, p, pro, k128);
 }
 
 extern "C" cml_status cml__attention_fwd_sm90(cml_ctx *ctx, const cml_attention_desc *d, void *O, float *lse,
@@ -202,7 +231,10 @@ extern "C" cml_status cml__attention_fwd_sm90(cml_ctx *ctx, const cml_attention_
     *taken = false;
     if (!cml__attention_fwd_sm90_takes(ctx, d, O, Q, K, V)) return CML_OK;
     const int D = (int)d->D;
-    const int BN = D == 64 ? (int)att90_cfg<64>::BN : D == 128 ? (int)att90_cfg<128>::BN : (int)att90_cfg<256>::BN;
+    /* D = 256: the 128-key form or the 80-key one */
+    const bool k128 = D == 256 && cml__attention_fwd_sm90_d256k128(d);
+    const int BN = D == 64 ? (int)att90_cfg<64>::BN : D == 128 ? (int)att90_cfg<128>::BN
+                                                  : k128 ? (int)att90_cfg<256>::BN : CML_ATT90_D256_BN80;
     /* query rows per work tile: the Q map's box and the tile count */
     const int BM = 64 * (D == 64 ? (int)att90_cfg<64>::NC : D == 128 ? (int)att90_cfg<128>::NC : (int)att90_cfg<256>::NC);
     /* D = 256 with the PRO prologue: Q in 64-row halves (the map's box) */
@@ -234,16 +266,20 @@ extern "C" cml_status cml__attention_fwd_sm90(cml_ctx *ctx, const cml_attention_
         const double g = (double)CML_ATT90_GROUP_MIB * 1048576.0 / kv_per_head;
         const int64_t pairs = d->B * d->H_q;
         p.head_group = g < 1.0 ? 1 : g >= (double)pairs ? (int)pairs : (int)g;
+        /* D = 256 up to 512 keys: head by head, each head's query tiles side by side (its K / V read once while
+         * they run). Measured on the 128-key kernel (session 16, 3 rounds in turns): causal 512 1.045x over the
+         * grouped order (111.0 against 116.0 us), but 1k 0.97x and 2k 0.93x, where the grouped order stays */
+        if (k128 && d->S_kv <= CML_ATT90_D256_HEADWISE_SK) p.head_group = 1;
     }
     cml_status st;
     if (d->dtype == CML_F16)
-        st = D == 64    ? att90_launch<CML_ATT90_F16, 64>(ctx, maps, p, pro)
-             : D == 128 ? att90_launch<CML_ATT90_F16, 128>(ctx, maps, p, pro)
-                        : att90_launch<CML_ATT90_F16, 256>(ctx, maps, p, pro);
+        st = D == 64    ? att90_launch<CML_ATT90_F16, 64>(ctx, maps, p, pro, k128)
+             : D == 128 ? att90_launch<CML_ATT90_F16, 128>(ctx, maps, p, pro, k128)
+                        : att90_launch<CML_ATT90_F16, 256>(ctx, maps, p, pro, k128);
     else
-        st = D == 64    ? att90_launch<CML_ATT90_BF16, 64>(ctx, maps, p, pro)
-             : D == 128 ? att90_launch<CML_ATT90_BF16, 128>(ctx, maps, p, pro)
-                        : att90_launch<CML_ATT90_BF16, 256>(ctx, maps, p, pro);
+        st = D == 64    ? att90_launch<CML_ATT90_BF16, 64>(ctx, maps, p, pro, k128)
+             : D == 128 ? att90_launch<CML_ATT90_BF16, 128>(ctx, maps, p, pro, k128)
+                        : att90_launch<CML_ATT90_BF16, 256>(ctx, maps, p, pro, k128);
     if (st == CML_OK) __atomic_add_fetch(&att90_runs, 1, __ATOMIC_RELAXED);
     return st;
 }

@@ -16,6 +16,10 @@
  *            back to back, then do the softmax of S_j while the P V product runs;
  *   PINGPONG named barriers make the two consumers take turns issuing their GEMMs, so one's
  *            softmax runs under the other's GEMMs;
+ *   HALF     (without INTRA, BN = 128) a consumer whose rows see none of the last key tile's second half
+ *            (the causal diagonal: consumer 0 of every 128-row tile; a full tile of <= 64 valid keys) runs
+ *            that tile's S and P V at 64 keys, in registers of their own (with sc / pa, ptxas serialized the
+ *            wgmmas: C7511);
  *   TSTORE   the epilogue writes O (16-bit) into the consumer's rows of the Q buffer in the
  *            128-byte swizzle and stores it with one TMA store per 64 columns (rows past S_q
  *            are clipped by the map); otherwise direct 4-byte stores from registers.
@@ -148,22 +152,22 @@ static __device__ __forceinline__ void cml__att90_load(uint8_t *dst, const CUten
 }
 
 /* S = Q K^T for this consumer: q_addr its 64 rows of column block 0 (blocks of BM rows), k_addr the stage. */
-template <int DT, int D, int BN, int BM = CML_ATT90_BM>
+template <int DT, int D, int BN, int BM = CML_ATT90_BM, int N = BN> /* N: keys computed (the first N of BN) */
 static __device__ __forceinline__ void cml__att90_qk(float *sc, uint32_t q_addr, uint32_t k_addr) {
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) { /* 16 of D per wgmma: +32 bytes in a 128-byte row, blocks of 64 */
         const uint32_t in_block = (kk % 4) * 32;
         const uint64_t dq = cml__wgmma_desc(q_addr + (kk / 4) * BM * 128 + in_block, 16, 1024);
         const uint64_t dk = cml__wgmma_desc(k_addr + (kk / 4) * BN * 128 + in_block, 16, 1024);
-        cml__att90_mma_ss<DT, BN>(sc, dq, dk, kk > 0);
+        cml__att90_mma_ss<DT, N>(sc, dq, dk, kk > 0);
     }
 }
 
 /* O += P V: 16 keys per wgmma; V N-major: +16 rows (2048 bytes) per step, column blocks BN * 128 apart. */
-template <int DT, int D, int BN>
+template <int DT, int D, int BN, int N = BN> /* N: keys used (the first N of the stage's BN) */
 static __device__ __forceinline__ void cml__att90_pv(float *o, const uint32_t *pa, uint32_t v_addr) {
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; kk++) {
+    for (int kk = 0; kk < N / 16; kk++) {
         /* A fragment of keys 16kk..16kk+15: (row a, c..c+1), (row b, c..c+1), (row a, c+8..), (row b, c+8..) */
         const uint32_t a[4] = {pa[4 * kk], pa[4 * kk + 1], pa[4 * kk + 2], pa[4 * kk + 3]};
         const uint64_t dv = cml__wgmma_desc(v_addr + kk * 16 * 128, BN * 128, 1024);
@@ -242,6 +246,38 @@ static __device__ __forceinline__ void cml__att90_rescale(float *o, const float 
     }
 }
 
+/* One key tile of the loop without intra-warpgroup overlap: S = Q K^T (its issue in this consumer's ping-pong
+ * turn), the online softmax, O += P V; N: the tile's first N keys only (HALF: a last tile whose other keys no
+ * row of the consumer sees). */
+template <int DT, int D, int BN, int N, int STAGES, int PINGPONG>
+static __device__ __forceinline__ void cml__att90_step(float *o, float *sc, uint32_t *pa, float *m, float *l, float *corr,
+                                                       uint32_t q_addr, uint8_t *sk, uint8_t *sv, uint64_t *k_full,
+                                                       uint64_t *v_full, uint64_t *k_empty, uint64_t *v_empty, int j,
+                                                       int consumer, bool leader, bool mask, int key0, const int *end,
+                                                       float scale_log2) {
+    const int s = j % STAGES, parity = (j / STAGES) & 1, kv_bytes = BN * D * 2;
+    cml__mbar_wait(&k_full[s], parity);
+    if (PINGPONG) cml__att90_bar_sync(1 + consumer, 256);
+    cml__wgmma_fence();
+    cml__att90_qk<DT, D, BN, CML_ATT90_BM, N>(sc, q_addr, cml__smem_addr(sk + s * kv_bytes));
+    cml__wgmma_commit();
+    if (PINGPONG) cml__att90_bar_arrive(2 - consumer, 256);
+    cml__wgmma_wait<0>();
+    cml__wgmma_reg_fence<N / 2>(sc);
+    if (leader) cml__mbar_arrive(&k_empty[s]);
+    cml__att90_softmax<N>(sc, m, l, corr, mask, key0, end, scale_log2);
+    cml__att90_to_p<DT, N>(pa, sc);
+    cml__att90_rescale<D>(o, corr);
+    cml__mbar_wait(&v_full[s], parity);
+    cml__wgmma_fence();
+    cml__att90_pv<DT, D, BN, N>(o, pa, cml__smem_addr(sv + s * kv_bytes));
+    cml__wgmma_commit();
+    cml__wgmma_wait<0>();
+    cml__wgmma_reg_fence<D / 2>(o);
+    cml__att90_keep<N / 4>(pa);
+    if (leader) cml__mbar_arrive(&v_empty[s]);
+}
+
 /* The causal work order across heads (p.causal, p.head_group > 0): groups of head_group (batch, head)
  * pairs, one after the other (their K / V stay in L2 while the group runs); inside a group the longest
  * query tile of every pair, then the next longest: the CTAs that claim the last tiles of the launch get
@@ -262,13 +298,15 @@ static __device__ __forceinline__ void cml__att90_group_order(const cml__att90_p
  * needs 72 KB instead of 104, its second 144 instead of 184 (V_0 after K_1). The arithmetic is the same: O
  * and lse bit for bit those of PRO = false. */
 #define CML_ATT90_PRO_SMEM_EXTRA 8
-template <int DT, int D, int BN, int STAGES, int INTRA, int PINGPONG, int TSTORE, int GROUPED = 0, bool PRO = false>
+template <int DT, int D, int BN, int STAGES, int INTRA, int PINGPONG, int TSTORE, int GROUPED = 0, bool PRO = false,
+          bool HALF = false>
 static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
     cml__att90_fwd_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                           const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o,
                           const __grid_constant__ cml__att90_params p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     typedef cml__att90_smem<D, BN, STAGES> sm;
+    static_assert(!HALF || (BN == 128 && !INTRA), "HALF: the loop without INTRA, 64-key halves");
     const int BM = CML_ATT90_BM;
     extern __shared__ uint8_t cml__att90_smem_raw[];
     uint8_t *smem = (uint8_t *)(((uintptr_t)cml__att90_smem_raw + 1023) & ~(uintptr_t)1023);
@@ -391,28 +429,22 @@ static __global__ void __launch_bounds__(CML_ATT90_THREADS, 1)
         if (n_tiles > 0) {
             cml__mbar_wait(PRO && consumer == 1 ? q_full1 : q_full, 0); /* PRO: this consumer's Q half */
             if (!INTRA) {
-                for (int j = 0; j < n_tiles; j++) {
-                    const int s = j % STAGES, parity = (j / STAGES) & 1;
-                    cml__mbar_wait(&k_full[s], parity);
-                    if (PINGPONG) cml__att90_bar_sync(1 + consumer, 256);
-                    cml__wgmma_fence();
-                    cml__att90_qk<DT, D, BN>(sc, q_addr, cml__smem_addr(sk + s * sm::kv_bytes));
-                    cml__wgmma_commit();
-                    if (PINGPONG) cml__att90_bar_arrive(2 - consumer, 256);
-                    cml__wgmma_wait<0>();
-                    cml__wgmma_reg_fence<BN / 2>(sc);
-                    if (leader) cml__mbar_arrive(&k_empty[s]);
-                    cml__att90_softmax<BN>(sc, m, l, corr, j >= mask_from, j * BN + key_lane, end, p.scale_log2);
-                    cml__att90_to_p<DT, BN>(pa, sc);
-                    cml__att90_rescale<D>(o, corr);
-                    cml__mbar_wait(&v_full[s], parity);
-                    cml__wgmma_fence();
-                    cml__att90_pv<DT, D, BN>(o, pa, cml__smem_addr(sv + s * sm::kv_bytes));
-                    cml__wgmma_commit();
-                    cml__wgmma_wait<0>();
-                    cml__wgmma_reg_fence<D / 2>(o);
-                    cml__att90_keep<BN / 4>(pa);
-                    if (leader) cml__mbar_arrive(&v_empty[s]);
+                /* HALF: the last key tile's second half (keys BN / 2 ..) is past every row of this consumer
+                 * (causal diagonal: consumer 0 of a 128-row tile): its step computes the first half only */
+                int vis = p.causal ? min(p.Sk, max(0, min(q0 + consumer * 64 + 64, p.Sq) + off)) : p.Sk;
+                vis = __shfl_sync(0xffffffffu, vis, 0);
+                const bool half_last = HALF && vis <= (n_tiles - 1) * BN + BN / 2;
+                for (int j = 0; j < n_tiles - (half_last ? 1 : 0); j++)
+                    cml__att90_step<DT, D, BN, BN, STAGES, PINGPONG>(o, sc, pa, m, l, corr, q_addr, sk, sv, k_full,
+                                                                   v_full, k_empty, v_empty, j, consumer, leader,
+                                                                   j >= mask_from, j * BN + key_lane, end,
+                                                                   p.scale_log2);
+                if (HALF && half_last) {
+                    float sh[BN / 4];
+                    uint32_t ph[BN / 8];
+                    cml__att90_step<DT, D, BN, (HALF ? BN / 2 : BN), STAGES, PINGPONG>(
+                        o, sh, ph, m, l, corr, q_addr, sk, sv, k_full, v_full, k_empty, v_empty, n_tiles - 1,
+                        consumer, leader, true, (n_tiles - 1) * BN + key_lane, end, p.scale_log2);
                 }
             } else {
                 /* tile 0: S only */
