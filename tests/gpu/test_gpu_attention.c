@@ -16,9 +16,10 @@
  * cases it predicts ran there (twice each: O and lse poisoned, bitwise equal), and fails on
  * an sm_90 device when none did; a second counter likewise for the D = 64 kernel whose query
  * tiles end at S_q (QSHIFT: causal, S_q % 192 == 64 and S_q < 2048 by default), and a third for the
- * D = 256 kernel with the per-consumer Q prologue (PRO: causal, S_kv <= 512 by default). Every D = 256 shape runs
- * the 128-key tiles (HALF on the causal diagonal and on a last tile of <= 64 keys: 77 x 77, 1 x 300, 1000 x
- * 1000); CML_ATT_FWD_D256K128=0 in the environment runs the same cases on the 80-key form. The backward's
+ * D = 256 kernel with the per-consumer Q prologue (PRO: causal, S_kv <= 512 by default). D = 256 causal up to
+ * 4096 keys and full up to 512 run 128-key tiles (HALF on the causal diagonal and on a last tile of <= 64 keys:
+ * 77 x 77, 1 x 300, 1000 x 1000 causal), the rest 80-key ones; CML_ATT_FWD_D256K128=0 / 1 in the environment
+ * runs every case on one form (both were run so in session 16). The backward's
  * mma and sm90 launch counters likewise: every backward through cml_attention_bwd must run on the
  * path cml__attention_bwd_cuda_path_name predicts (twice), and on sm_80 / sm_90 every one with
  * D > 128 on a tensor-core path (sm_90: some on the wgmma one). Then variable-length (packed)

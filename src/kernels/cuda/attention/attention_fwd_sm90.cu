@@ -83,7 +83,8 @@ extern "C" long long cml__attention_fwd_sm90_d256pro_runs(void) {
  * (the causal diagonal's consumer 0 computes 64 keys). Against 80-key tiles in two stages with INTRA (the
  * v3 ladder's choice, FlashAttention-3's): the causal 512 tiles cover 1,280 key columns a head instead of
  * 1,440, and S = Q K^T runs at N = 128. Measured (dev/attention_sm90/README.md, "Session 16"; H100, 3 rounds
- * in turns, time ratio): causal 512 / 1k / 2k 1.093 / 1.070 / 1.038, full 512 1.053, full 1k / 2k 0.997. */
+ * in turns, time ratio): causal 512 / 1k / 2k 1.093 / 1.070 / 1.038, full 512 1.053, full 1k / 2k 0.997; where
+ * it is taken: cml__attention_fwd_sm90_d256k128 below. */
 template <int D> struct att90_cfg;
 template <> struct att90_cfg<64> { enum { BN = 128, STAGES = 4, PERSIST = 1, NC = 3 }; };
 template <> struct att90_cfg<128> { enum { BN = 128, STAGES = 2, PERSIST = 1, NC = 2 }; };
@@ -135,10 +136,14 @@ extern "C" bool cml__attention_fwd_sm90_d256pro(const cml_attention_desc *d) {
 }
 
 /* D = 256's key tiles: 128 keys in one stage without INTRA, with HALF (att90_cfg<256>; session 16), or the 80-key
- * form it replaced (two stages, INTRA). Default: the 128-key form up to S_kv = CML_ATT90_D256K128_SK.
+ * form (two stages, INTRA). Measured against each other (session 16, H100, 2 rounds in turns, new / old time
+ * ratio): causal 512 / 1k / 2k / 4k / 8k / 16k 1.138 / 1.060 / 1.039 / 1.016 / 1.002 / 0.987, full 512 1.061,
+ * full 1k-16k 0.994-0.983 (the one stage shows once a row has many key tiles to stream). Default: the 128-key
+ * form for causal S_kv <= CML_ATT90_D256K128_CAUSAL_SK and full S_kv <= CML_ATT90_D256K128_FULL_SK.
  * CML_ATT_FWD_D256K128 (read once): 0 never, 1 every D = 256 problem (A/B runs and tests). */
 #define CML_ATT90_D256_BN80 80
-#define CML_ATT90_D256K128_SK (1 << 30)
+#define CML_ATT90_D256K128_CAUSAL_SK 4096
+#define CML_ATT90_D256K128_FULL_SK 512
 extern "C" bool cml__attention_fwd_sm90_d256k128(const cml_attention_desc *d) {
     static int cache = -2;
     if (cache == -2) {
@@ -146,7 +151,7 @@ extern "C" bool cml__attention_fwd_sm90_d256k128(const cml_attention_desc *d) {
         cache = e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "1") == 0 ? 1 : -1;
     }
     if (d->D != 256 || cache == 0) return false;
-    return cache == 1 || d->S_kv <= CML_ATT90_D256K128_SK;
+    return cache == 1 || d->S_kv <= (d->causal ? CML_ATT90_D256K128_CAUSAL_SK : CML_ATT90_D256K128_FULL_SK);
 }
 
 static const char att90_fn[] = "cml_attention_fwd";

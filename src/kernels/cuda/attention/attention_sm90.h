@@ -36,8 +36,8 @@ long long cml__attention_fwd_sm90_d256pro_runs(void);
  * default; CML_ATT_FWD_D256PRO=0 / 1 in the environment, read once: never / every D = 256 problem). */
 bool cml__attention_fwd_sm90_d256pro(const cml_attention_desc *desc);
 /* Whether the sm90 forward runs a D = 256 problem with 128-key tiles (one stage, no intra-warpgroup overlap,
- * HALF) rather than 80-key ones (two stages, overlap); CML_ATT_FWD_D256K128=0 / 1 in the environment, read once:
- * never / every D = 256 problem. */
+ * HALF) rather than 80-key ones (two stages, overlap): causal with S_kv <= 4096 and full with S_kv <= 512 by
+ * default; CML_ATT_FWD_D256K128=0 / 1 in the environment, read once: never / every D = 256 problem. */
 bool cml__attention_fwd_sm90_d256k128(const cml_attention_desc *desc);
 
 /* Whether the wgmma/TMA backward (attention_bwd_sm90.cu) takes a problem: an sm_90 device,
