@@ -117,12 +117,13 @@ extern "C" int cml__attention_fwd_sm90_q_shift(const cml_attention_desc *d) {
 
 /* D = 256 (the one-tile kernel, 1,024 CTAs at the bench's S = 512, one an SM, 7.76 in sequence) with the PRO
  * prologue (attention_fwd_sm90.cuh: Q in two 64-row halves with their own barriers, the first stages issued
- * before the __syncthreads in the order Q0, K0, Q1, K1, V0, V1, the maps prefetched): a CTA with a few key
- * tiles waits for its first data with the tensor cores idle (session 12 h12e's arithmetic, README). Same O
- * and lse bit for bit. Default: causal with S_kv <= CML_ATT90_D256PRO_SK, where it measured >= 1.01x (session
- * 14, 3 rounds in turns: causal 512 1.011x, 1k 1.009x, 2k 1.001x, full 1.000-1.005x; an L2 prefetch of the
- * next wave's first data lost 7%: dev/attention_sm90/README.md, "Session 13 (helper h13d)"). CML_ATT_FWD_D256PRO
- * (read once): 0 never, 1 every D = 256 problem, causal or not (A/B runs and tests). */
+ * before the __syncthreads in the order Q0, K0, Q1, K1, V0, V1 (two stages; one: Q0, K0, Q1, V0), the maps
+ * prefetched): a CTA with a few key tiles waits for its first data with the tensor cores idle (session 12
+ * h12e's arithmetic, README). Same O and lse bit for bit. Default: causal with S_kv <= CML_ATT90_D256PRO_SK,
+ * where it measured >= 1.01x (session 14, 3 rounds in turns: causal 512 1.011x, 1k 1.009x, 2k 1.001x, full
+ * 1.000-1.005x; an L2 prefetch of the next wave's first data lost 7%: dev/attention_sm90/README.md, "Session 13
+ * (helper h13d)"); measured on the 80-key form, kept with the 128-key one (its session 16 numbers include it).
+ * CML_ATT_FWD_D256PRO (read once): 0 never, 1 every D = 256 problem, causal or not (A/B runs and tests). */
 #define CML_ATT90_D256PRO_SK 512
 #define CML_ATT90_D256_HEADWISE_SK 512 /* causal D = 256: head-by-head order up to this S_kv (below) */
 extern "C" bool cml__attention_fwd_sm90_d256pro(const cml_attention_desc *d) {
@@ -238,8 +239,10 @@ extern "C" cml_status cml__attention_fwd_sm90(cml_ctx *ctx, const cml_attention_
     const int D = (int)d->D;
     /* D = 256: the 128-key form or the 80-key one */
     const bool k128 = D == 256 && cml__attention_fwd_sm90_d256k128(d);
-    const int BN = D == 64 ? (int)att90_cfg<64>::BN : D == 128 ? (int)att90_cfg<128>::BN
-                                                  : k128 ? (int)att90_cfg<256>::BN : CML_ATT90_D256_BN80;
+    const int BN = D == 64    ? (int)att90_cfg<64>::BN
+                   : D == 128 ? (int)att90_cfg<128>::BN
+                   : k128     ? (int)att90_cfg<256>::BN
+                              : CML_ATT90_D256_BN80;
     /* query rows per work tile: the Q map's box and the tile count */
     const int BM = 64 * (D == 64 ? (int)att90_cfg<64>::NC : D == 128 ? (int)att90_cfg<128>::NC : (int)att90_cfg<256>::NC);
     /* D = 256 with the PRO prologue: Q in 64-row halves (the map's box) */

@@ -250,11 +250,11 @@ static __device__ __forceinline__ void cml__att90_rescale(float *o, const float 
  * turn), the online softmax, O += P V; N: the tile's first N keys only (HALF: a last tile whose other keys no
  * row of the consumer sees). */
 template <int DT, int D, int BN, int N, int STAGES, int PINGPONG>
-static __device__ __forceinline__ void cml__att90_step(float *o, float *sc, uint32_t *pa, float *m, float *l, float *corr,
-                                                       uint32_t q_addr, uint8_t *sk, uint8_t *sv, uint64_t *k_full,
-                                                       uint64_t *v_full, uint64_t *k_empty, uint64_t *v_empty, int j,
-                                                       int consumer, bool leader, bool mask, int key0, const int *end,
-                                                       float scale_log2) {
+static __device__ __forceinline__ void cml__att90_step(float *o, float *sc, uint32_t *pa, float *m, float *l,
+                                                       float *corr, uint32_t q_addr, uint8_t *sk, uint8_t *sv,
+                                                       uint64_t *k_full, uint64_t *v_full, uint64_t *k_empty,
+                                                       uint64_t *v_empty, int j, int consumer, bool leader, bool mask,
+                                                       int key0, const int *end, float scale_log2) {
     const int s = j % STAGES, parity = (j / STAGES) & 1, kv_bytes = BN * D * 2;
     cml__mbar_wait(&k_full[s], parity);
     if (PINGPONG) cml__att90_bar_sync(1 + consumer, 256);
@@ -295,8 +295,9 @@ static __device__ __forceinline__ void cml__att90_group_order(const cml__att90_p
  * consumer c waits for its 32 KB of Q instead of all 64 KB; thread 0 prefetches the four tensor maps
  * before it initializes the barriers and issues the first STAGES stages right after the init fence, before
  * the __syncthreads and setmaxnreg, in the order Q0, K0, Q1, K1, V0, V1: consumer 0's first S = Q K^T
- * needs 72 KB instead of 104, its second 144 instead of 184 (V_0 after K_1). The arithmetic is the same: O
- * and lse bit for bit those of PRO = false. */
+ * needs 72 KB instead of 104, its second 144 instead of 184 (V_0 after K_1; the 80-key form's two stages;
+ * with the 128-key form's one stage the order is Q0, K0, Q1, V0). The arithmetic is the same: O and lse
+ * bit for bit those of PRO = false. */
 #define CML_ATT90_PRO_SMEM_EXTRA 8
 template <int DT, int D, int BN, int STAGES, int INTRA, int PINGPONG, int TSTORE, int GROUPED = 0, bool PRO = false,
           bool HALF = false>
