@@ -221,6 +221,7 @@ static void test_row_groups(void) {
 static void test_cluster_rows(void) {
     static const int64_t cols[] = {8200, 11272, 12296, 16384, 16392, 20480, 22536, 24584, 28672, 32768};
 #ifdef CML_HAVE_CUDA
+    cml__norm_bwd_staged_force(0); /* 16-bit rows of 2..16 chunks would take nbs_kernel first */
     const unsigned long long launches = cml__norm_bwd_cluster_launches();
 #endif
     for (int d = 0; d < n_test_dtypes(); d++) {
@@ -236,6 +237,7 @@ static void test_cluster_rows(void) {
      * occupancy query may refuse, and the fallback is then the right path */
     if (!under_sanitizer())
         CHECK_MSG(cml__norm_bwd_cluster_launches() > launches, "the thread-block-cluster backward never ran");
+    cml__norm_bwd_staged_force(-1);
 #endif
 }
 
@@ -247,6 +249,7 @@ static void test_cluster_rows(void) {
  * rows (outside a sanitizer); without gamma, dx over dy. */
 static void test_deferred_rows(void) {
 #ifdef CML_HAVE_CUDA
+    cml__norm_bwd_staged_force(0); /* 16-bit rows of 2..16 chunks would take nbs_kernel first */
     const unsigned long long launches = cml__norm_bwd_defer_launches();
     cml__norm_bwd_defer_force(1);
     cml__norm_bwd_longcluster_force(0); /* these rows are nbl_kernel's only with the one-cluster kernel off */
@@ -262,6 +265,7 @@ static void test_deferred_rows(void) {
     cml__norm_bwd_defer_force(-1);
     cml__norm_bwd_longcluster_force(-1);
     CHECK_MSG(cml__norm_bwd_defer_launches() > launches, "the deferred nbl_kernel never ran");
+    cml__norm_bwd_staged_force(-1);
 #endif
 }
 
@@ -276,6 +280,7 @@ static void test_deferred_rows(void) {
  * launch counter must move (under one the cluster occupancy query may refuse: then the fallback runs). */
 static void test_longcluster_rows(void) {
 #ifdef CML_HAVE_CUDA
+    cml__norm_bwd_staged_force(0); /* 16-bit rows of 2..16 chunks would take nbs_kernel first */
     const bool san = under_sanitizer();
     const unsigned long long launches = cml__norm_bwd_longcluster_launches();
     cml__norm_bwd_longcluster_force(2);
@@ -314,6 +319,51 @@ static void test_longcluster_rows(void) {
     }
     cml__norm_bwd_longcluster_force(-1);
     if (!san) CHECK_MSG(cml__norm_bwd_longcluster_launches() > launches, "the one-cluster-a-row backward never ran");
+    cml__norm_bwd_staged_force(-1);
+#endif
+}
+
+/* Rows staged in shared memory by bulk copies (nbs_kernel, norm_bwd_staged.cuh; CML_NORM_BWD_STAGED), forced on
+ * in-process (and off: the control): 16-bit rows of 2..16 chunks of 16384 columns: 1 x 32768 (clusters of 2),
+ * 3 x 32776 (3 CTAs of 10928, the last 10920), 37 x 20000, 300 x 32768 (several rows a cluster: the 3-stage ring
+ * wraps), 5 x 262144 (16 CTAs), 257 x 131096 (9 CTAs, ~18 rows a cluster: every stage, slot set and mbarrier phase
+ * many times); without gamma(/beta), gamma only, dx over dy. Not this kernel: one chunk (16384), 17 CTAs (262152),
+ * f32, the switch off. Each run: the poisoned outputs, the float64 comparison and the bitwise repeat of run_rms; outside
+ * a sanitizer the launch counter must move exactly where the kernel is meant to run, also by default. */
+static void test_staged_rows(void) {
+#ifdef CML_HAVE_CUDA
+    const bool san = under_sanitizer();
+    const unsigned long long launches = cml__norm_bwd_staged_launches();
+    for (int d = 0; d < n_test_dtypes(); d++) {
+        const cml_dtype dt = TEST_DTYPES[d];
+        const unsigned long long n0 = cml__norm_bwd_staged_launches();
+        cml__norm_bwd_staged_force(1);
+        run_rms((rms_case){dt, 1, 32768, 0, true, false});
+        run_rms((rms_case){dt, 3, 32776, 0, true, true});
+        run_rms((rms_case){dt, 37, 20000, 0, false, true});
+        if (!san) {
+            run_rms((rms_case){dt, 300, 32768, 0, true, false});
+            run_rms((rms_case){dt, 5, 262144, 0, true, true});
+            run_rms((rms_case){dt, 257, 131096, 0, true, false});
+        }
+        const unsigned long long n1 = cml__norm_bwd_staged_launches();
+        run_rms((rms_case){dt, 9, 16384, 0, true, false}); /* one chunk: not this kernel */
+        if (!san) run_rms((rms_case){dt, 3, 262152, 0, true, false}); /* 17 CTAs */
+        CHECK_MSG(cml__norm_bwd_staged_launches() == n1, "%s: the staged kernel took a row of one chunk or of 17 CTAs",
+                  cml_dtype_name(dt));
+        cml__norm_bwd_staged_force(0);
+        run_rms((rms_case){dt, 1, 32768, 0, true, false});
+        CHECK_MSG(cml__norm_bwd_staged_launches() == n1, "%s: the staged kernel ran with its switch off",
+                  cml_dtype_name(dt));
+        cml__norm_bwd_staged_force(-1); /* the default (CML_NORM_BWD_STAGED unset): on, for 16-bit storage */
+        run_rms((rms_case){dt, 1, 32768, 0, true, false});
+        if (!san)
+            CHECK_MSG((cml__norm_bwd_staged_launches() > n1) == (dt != CML_F32) && (n1 > n0) == (dt != CML_F32),
+                      "%s: the staged kernel is for 16-bit storage, by default too (taken: %s)", cml_dtype_name(dt),
+                      dt != CML_F32 ? "no" : "yes");
+    }
+    cml__norm_bwd_staged_force(-1);
+    if (!san) CHECK_MSG(cml__norm_bwd_staged_launches() > launches, "the staged backward never ran");
 #endif
 }
 
@@ -451,6 +501,7 @@ int main(void) {
     RUN(test_cluster_rows);
     RUN(test_deferred_rows);
     RUN(test_longcluster_rows);
+    RUN(test_staged_rows);
     RUN(test_wide_rows);
     RUN(test_fwd_v2);
     RUN(test_no_rows);

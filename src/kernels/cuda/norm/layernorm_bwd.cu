@@ -39,6 +39,7 @@
 #include "kernels/cuda/norm/norm_bwd_long.cuh"
 #include "kernels/cuda/norm/norm_bwd_partial.cuh"
 #include "kernels/cuda/norm/norm_bwd_rows.cuh"
+#include "kernels/cuda/norm/norm_bwd_staged.cuh"
 #include "kernels/cuda/norm/norm_bwd_wide.cuh"
 
 #define E_ROW 8
@@ -258,6 +259,17 @@ extern "C" int cml__norm_bwd_longcluster_last_groups(void) {
     return nbx_last_groups();
 }
 
+/* For tests (cuda_kernels.h): the staged kernel (nbs_kernel, norm_bwd_staged.cuh) forced (-1: CML_NORM_BWD_STAGED's
+ * setting; 0 never, 1 its rows: 16-bit, 2..16 chunks of 16384 columns) and its launches (LayerNorm
+ * and RMSNorm together). */
+extern "C" void cml__norm_bwd_staged_force(int mode) {
+    nbs_forced() = mode;
+}
+
+extern "C" unsigned long long cml__norm_bwd_staged_launches(void) {
+    return __atomic_load_n(&nbs_launch_count(), __ATOMIC_RELAXED);
+}
+
 /* For tests (cuda_kernels.h): the wide-row kernel (nbw_kernel, norm_bwd_wide.cuh) forced (-1:
  * CML_NORM_BWD_WIDE's setting; 0 never, 1 the default rows, 2 every dtype up to 1024 words, 3 the
  * 512-thread form of 4 words a thread wherever it fits), its launches (LayerNorm and RMSNorm together), and
@@ -293,6 +305,17 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, void *dbeta, 
     const int sms = cml__cuda_sm_count(ctx->device.index) > 0 ? cml__cuda_sm_count(ctx->device.index) : 132;
     const bool vec = cml__rows_vec_ok(C, sizeof(T), dx, dy, x) && (!gamma || ((uintptr_t)gamma & 15u) == 0);
     const int threads = vec ? 1024 : 512;
+    if constexpr (DT != CML_F32) { /* rows staged by bulk copies: norm_bwd_staged.cuh */
+        nbs_plan sp;
+        if (vec && nbs_geometry<DT, true>(ctx->device.index, rows, C, &sp)) {
+            void *part = NULL;
+            if (want) CML_TRY(cml_ctx_workspace(ctx, &part, (size_t)sp.groups * 2 * (size_t)C * sizeof(float)));
+            CML_CUDA_TRY(FN, (nbs_launch<DT, true>(sp, st, dx, (float *)part, dy, x, gamma, mean, rstd, rows, C)));
+            CML_TRY(launched("nbs_kernel", (cml_dtype)DT, rows * C, (unsigned)sp.groups * (unsigned)sp.splits,
+                             NBS_THREADS));
+            return want ? partial_sum_launch<DT>(ctx, dgamma, dbeta, (float *)part, sp.groups, C) : CML_OK;
+        }
+    }
     int G = 0, R = 0, nb = 0;
     if (vec && nbl_mode() != 2 && nbr_geometry<DT, true>(rows, C, sms, &G, &R, &nb)) { /* norm_bwd_rows.cuh */
         void *part = NULL;

@@ -38,6 +38,7 @@
 #include "kernels/cuda/norm/norm_bwd_long.cuh"
 #include "kernels/cuda/norm/norm_bwd_partial.cuh"
 #include "kernels/cuda/norm/norm_bwd_rows.cuh"
+#include "kernels/cuda/norm/norm_bwd_staged.cuh"
 #include "kernels/cuda/norm/norm_bwd_wide.cuh"
 
 #define E_ROW 8
@@ -246,6 +247,16 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, const void *d
     cudaStream_t st = cml__stream(ctx);
     const int sms = cml__cuda_sm_count(ctx->device.index) > 0 ? cml__cuda_sm_count(ctx->device.index) : 132;
     const bool vec = cml__rows_vec_ok(C, sizeof(T), dx, dy, x) && (!gamma || ((uintptr_t)gamma & 15u) == 0);
+    if constexpr (DT != CML_F32) { /* rows staged by bulk copies: norm_bwd_staged.cuh */
+        nbs_plan sp;
+        if (vec && nbs_geometry<DT, false>(ctx->device.index, rows, C, &sp)) {
+            void *part = NULL;
+            if (dgamma) CML_TRY(cml_ctx_workspace(ctx, &part, (size_t)sp.groups * (size_t)C * sizeof(float)));
+            CML_CUDA_TRY(FN, (nbs_launch<DT, false>(sp, st, dx, (float *)part, dy, x, gamma, nullptr, rstd, rows, C)));
+            CML_TRY(launched("nbs_kernel", DT, rows * C, (unsigned)sp.groups * (unsigned)sp.splits, NBS_THREADS));
+            return dgamma ? partial_sum_launch<DT>(ctx, dgamma, (float *)part, sp.groups, C) : CML_OK;
+        }
+    }
     int G = 0, R = 0, nb = 0;
     if (vec && nbl_mode() != 2 && nbr_geometry<DT, false>(rows, C, sms, &G, &R, &nb)) { /* norm_bwd_rows.cuh */
         void *part = NULL;
