@@ -275,12 +275,14 @@ struct nbc_plan {
     int splits, groups;
 };
 
-template <int DT, bool LN>
-static inline cudaLaunchConfig_t nbc_config(unsigned grid, int splits, cudaStream_t st, cudaLaunchAttribute *attr) {
+/* A launch of `grid` CTAs of `threads` threads with `smem` bytes of dynamic shared memory, in clusters of `splits`
+ * (nbc, nbx and nbs_kernel: a row's chunks as one cluster). */
+static inline cudaLaunchConfig_t nb_cluster_config(unsigned grid, unsigned threads, size_t smem, int splits,
+                                                   cudaStream_t st, cudaLaunchAttribute *attr) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(grid);
-    cfg.blockDim = dim3(NBL_THREADS);
-    cfg.dynamicSmemBytes = nbl_smem<DT, LN, NBC_KW>();
+    cfg.blockDim = dim3(threads);
+    cfg.dynamicSmemBytes = smem;
     cfg.stream = st;
     attr->id = cudaLaunchAttributeClusterDimension;
     attr->val.clusterDim.x = (unsigned)splits;
@@ -289,6 +291,11 @@ static inline cudaLaunchConfig_t nbc_config(unsigned grid, int splits, cudaStrea
     cfg.attrs = attr;
     cfg.numAttrs = 1;
     return cfg;
+}
+
+template <int DT, bool LN>
+static inline cudaLaunchConfig_t nbc_config(unsigned grid, int splits, cudaStream_t st, cudaLaunchAttribute *attr) {
+    return nb_cluster_config(grid, NBL_THREADS, nbl_smem<DT, LN, NBC_KW>(), splits, st, attr);
 }
 
 /* Clusters of `splits` CTAs of kernel k, launched as cfg, resident at once; 0 where the attributes or
@@ -513,18 +520,7 @@ struct nbx_plan {
 
 template <int DT, bool LN>
 static inline cudaLaunchConfig_t nbx_config(unsigned grid, int splits, cudaStream_t st, cudaLaunchAttribute *attr) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(grid);
-    cfg.blockDim = dim3(NBX_THREADS);
-    cfg.dynamicSmemBytes = nbx_smem<DT, LN>();
-    cfg.stream = st;
-    attr->id = cudaLaunchAttributeClusterDimension;
-    attr->val.clusterDim.x = (unsigned)splits;
-    attr->val.clusterDim.y = 1;
-    attr->val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    return cfg;
+    return nb_cluster_config(grid, NBX_THREADS, nbx_smem<DT, LN>(), splits, st, attr);
 }
 
 /* Clusters of `splits` nbx CTAs resident at once on device `dev` (0 when none fits or on error); cached. */

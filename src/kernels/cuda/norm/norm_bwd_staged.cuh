@@ -198,18 +198,8 @@ struct nbs_plan {
 };
 
 static inline cudaLaunchConfig_t nbs_config(unsigned grid, int splits, cudaStream_t st, cudaLaunchAttribute *attr) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(grid);
-    cfg.blockDim = dim3(NBS_THREADS);
-    cfg.dynamicSmemBytes = (size_t)NBS_STAGES * NBS_STAGE_WORDS * sizeof(uint4);
-    cfg.stream = st;
-    attr->id = cudaLaunchAttributeClusterDimension;
-    attr->val.clusterDim.x = (unsigned)splits;
-    attr->val.clusterDim.y = 1;
-    attr->val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    return cfg;
+    return nb_cluster_config(grid, NBS_THREADS, (size_t)NBS_STAGES * NBS_STAGE_WORDS * sizeof(uint4), splits, st,
+                             attr);
 }
 
 /* Clusters of `splits` CTAs (2..16) resident at once on device `dev`; 0 when none fits or on error; cached. */
