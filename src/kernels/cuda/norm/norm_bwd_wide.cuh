@@ -52,10 +52,12 @@ template <int KW> struct nbw_dims {
 };
 
 /* Dynamic shared memory: the accumulators, (LN ? 2 : 1) x KW words x V floats per thread, then the stage of
- * the next row, KW words of x and of dy per thread (LN bf16 at KW 2: 128 + 64 KB). */
+ * the next row, KW words of x and of dy per thread, then gamma's words of a row (up to KW x 256: the widest
+ * group); LN bf16 at KW 2: 128 + 64 + 8 KB. */
 template <int DT, bool LN, int KW> static inline size_t nbw_smem(void) {
     return ((size_t)(LN ? 2 : 1) * KW * cml__words<DT>::V * sizeof(float) + (size_t)2 * KW * sizeof(uint4)) *
-           nbw_dims<KW>::THREADS;
+               nbw_dims<KW>::THREADS +
+           (size_t)KW * 256 * sizeof(uint4);
 }
 
 /* Two f32 as one 32-bit word of 16-bit storage (lo in the low half), rounded as cml__pack16_fast does
@@ -108,6 +110,10 @@ static __global__ void __launch_bounds__(nbw_dims<KW>::THREADS, 1)
     float4 *const acc = nbw_acc + lin;
     /* [k][x, dy][thread] uint4: the group's next row, copied in while this row is reduced */
     uint4 *const stage = (uint4 *)(nbw_acc + NA * KW * V4 * NT) + lin;
+    /* gamma's words, copied once: read from global memory on every row, gamma's loads queued behind the row's
+     * copies and the first use of each waited for them (ncu, session 18: 27% of the warps' stall samples at
+     * bf16 4096 x 4096); a word read from shared memory is ready in tens of cycles */
+    uint4 *const gsm = (uint4 *)(nbw_acc + NA * KW * V4 * NT) + 2 * KW * NT;
     const bool has_g = gamma != nullptr;
     const nb_div div(C);
 #pragma unroll
@@ -119,7 +125,6 @@ static __global__ void __launch_bounds__(nbw_dims<KW>::THREADS, 1)
     const size_t soff = (size_t)step * (size_t)C;
     size_t off = (size_t)row * (size_t)C + (size_t)t * V;
     const T *const xe = (const T *)x, *const dye = (const T *)dy;
-    const T *const ge = has_g ? (const T *)gamma + (size_t)t * V : nullptr;
     uint4 wx[KW], wd[KW];
     float m = 0.0f, r = 0.0f;
 #pragma unroll
@@ -131,6 +136,10 @@ static __global__ void __launch_bounds__(nbw_dims<KW>::THREADS, 1)
     if (row < nrows) {
         if (LN) m = mean[row];
         r = rstd[row];
+    }
+    if (has_g) { /* uniform; after the first row's loads are on their way */
+        for (int w = lin; w < C / V; w += NT) gsm[w] = __ldg((const uint4 *)gamma + w);
+        __syncthreads();
     }
     int parity = 0;
     for (; row < nrows; row += step, off += soff) {
@@ -155,7 +164,7 @@ static __global__ void __launch_bounds__(nbw_dims<KW>::THREADS, 1)
 #pragma unroll
         for (int k = 0; k < KW; k++) {
             const bool in = (k * G + t) * V < C;
-            const uint4 wg = has_g && in ? __ldg((const uint4 *)(ge + (size_t)k * G * V)) : zero;
+            const uint4 wg = has_g && in ? gsm[k * G + t] : zero;
 #pragma unroll
             for (int j = 0; j < V4; j++) {
                 float ag[4], ab[4];
@@ -183,7 +192,7 @@ static __global__ void __launch_bounds__(nbw_dims<KW>::THREADS, 1)
         for (int k = 0; k < KW; k++) {
             const bool in = (k * G + t) * V < C;
             if (!in) continue;
-            const uint4 wg = has_g ? __ldg((const uint4 *)(ge + (size_t)k * G * V)) : zero;
+            const uint4 wg = has_g ? gsm[k * G + t] : zero;
             unsigned o[4]; /* the word of dx: 4 f32, or 4 packed pairs */
 #pragma unroll
             for (int j = 0; j < V4; j++) {
