@@ -338,15 +338,6 @@ static void test_staged_rows(void) {
             run_ln((ln_case){dt, 5, 262144, 0, AFFINE_BOTH, true});
             run_ln((ln_case){dt, 257, 131096, 0, AFFINE_BOTH, false});
         }
-        /* each form alone (modes 2 / 3 / 4: 4 / 3 / 2 words a thread, 3 / 4 / 6 stages) on rows all three hold */
-        for (int form = 2; form <= 4; form++) {
-            const unsigned long long nf = cml__norm_bwd_staged_launches();
-            cml__norm_bwd_staged_force(form);
-            run_ln((ln_case){dt, 3, 32776, 0, AFFINE_GAMMA, true});
-            run_ln((ln_case){dt, 37, 20000, 0, AFFINE_BOTH, true});
-            CHECK_MSG((cml__norm_bwd_staged_launches() > nf) == (dt != CML_F32), "%s: staged form %d %s",
-                      cml_dtype_name(dt), form, dt != CML_F32 ? "not taken" : "taken by f32");
-        }
         const unsigned long long n1 = cml__norm_bwd_staged_launches();
         run_ln((ln_case){dt, 9, 16384, 0, AFFINE_BOTH, false}); /* one chunk: not this kernel */
         if (!san) run_ln((ln_case){dt, 3, 262152, 0, AFFINE_BOTH, false}); /* 17 CTAs */

@@ -145,8 +145,7 @@ unsigned long long cml__norm_bwd_longcluster_launches(void);
 int cml__norm_bwd_longcluster_last_groups(void);
 /* For tests: the LayerNorm / RMSNorm backward's staged kernel (nbs_kernel, norm_bwd_staged.cuh: 16-bit rows in
  * shared memory by bulk copies) forced process-wide: -1 = CML_NORM_BWD_STAGED's setting, 0 = never, 1 = its rows
- * (16-bit, 16384 < C <= 262144) in the form the host picks, 2 / 3 / 4 = only the form of 4 / 3 / 2 words a thread
- * (chunks of 16384 / 12288 / 8192 columns); its launches so far (both norms). */
+ * (16-bit, 2..16 chunks of 16384 columns); its launches so far (both norms). */
 void cml__norm_bwd_staged_force(int mode);
 unsigned long long cml__norm_bwd_staged_launches(void);
 /* For tests: the LayerNorm / RMSNorm backward's wide-row kernel (nbw_kernel, norm_bwd_wide.cuh) forced

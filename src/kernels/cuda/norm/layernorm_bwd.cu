@@ -260,7 +260,7 @@ extern "C" int cml__norm_bwd_longcluster_last_groups(void) {
 }
 
 /* For tests (cuda_kernels.h): the staged kernel (nbs_kernel, norm_bwd_staged.cuh) forced (-1: CML_NORM_BWD_STAGED's
- * setting; 0 never, 1 its rows in the form the host picks, 2 / 3 / 4 one form only) and its launches (LayerNorm
+ * setting; 0 never, 1 its rows: 16-bit, 2..16 chunks of 16384 columns) and its launches (LayerNorm
  * and RMSNorm together). */
 extern "C" void cml__norm_bwd_staged_force(int mode) {
     nbs_forced() = mode;

@@ -1,28 +1,21 @@
-/* LayerNorm / RMSNorm backward, 16-bit storage, rows of 2..16 chunks of 8192, 12288 or 16384 columns staged in
- * shared memory by bulk copies rows ahead (nbs_kernel; layernorm_bwd.cu, rmsnorm_bwd.cu).
+/* LayerNorm / RMSNorm backward, 16-bit storage, rows of 2..16 chunks of 16384 columns staged in shared memory by
+ * bulk copies rows ahead (nbs_kernel; layernorm_bwd.cu, rmsnorm_bwd.cu).
  *
  * Why: the register-row kernels (nbx, nbc, nbl) hold a row's words in registers and issue the next row's loads in
  * one burst after pass 1; at rows of 16k+ columns an SM's share of DRAM (~25 GB/s) needs longer than the rest of the
  * row to bring them, and during pass 1 nothing of the SM is in flight. ncu (session 17, dev/membound/README.md):
  * nbx at bf16 256 x 262144 issued in 51% of the cycles at 63% of DRAM, stalled on long-scoreboard loads. Here one
- * thread issues cp.async.bulk copies of the CTA's chunk of x and dy, a row at a time, into a ring of 3 stages of
- * 64 KB, 4 of 48 KB or 6 of 32 KB (below), so that bytes are in flight all the time; the registers the rows no longer take hold the
- * dgamma / dbeta accumulators (8 KW columns a thread) and gamma's words. Measured against the kernels before (same
+ * thread issues cp.async.bulk copies of the CTA's chunk of x and dy, a row at a time, into a ring of NBS_STAGES
+ * stages of 64 KB, so that bytes are in flight all the time; the registers the rows no longer take hold the
+ * dgamma / dbeta accumulators (32 columns a thread) and gamma's words. Measured against the kernels before (same
  * binary, in turns, steady): LayerNorm bf16 256 x 262144 1.18x, 1024 x 32768 1.05x; RMSNorm 1.13x / 1.01x.
  *
  * Shape of the work: a row is one cluster of `splits` CTAs (2..16) of NBS_THREADS threads, one CTA per SM, CTA
- * `rank` owning `ch` columns (balanced chunks of whole words, the last shorter); thread t owns the words t,
- * t + NBS_THREADS, ... of the chunk (KW of them: chunks of up to 512 KW words). Q clusters walk rows q, q + Q, ...
- * The ring holds NST = nbs_dims<KW>::NST stages of 2 KW 512 words (x and dy), 192 KB in every form: KW 4 (chunks of
- * 16384 columns) in 3 stages, KW 3 (12288) in 4, KW 2 (8192) in 6. A stage is held for two rows (pass 1, then dx
- * one row behind), so 3 stages leave one row's copies in flight, 4 two and 6 four: with one, a CTA's next row had
- * to land within one row's compute, and the kernel waited on its stage for 30% of its stall samples at 1024 x 32768
- * (ncu, session 18), DRAM at 76% of its peak; KW 3 there ran 13% faster a CTA, but its clusters of 3 CTAs left 15
- * SMs idle (39 clusters resident). So the host takes the deepest ring whose clusters cover the SMs about as well as
- * the best form does (nbs_geometry). Per row n:
+ * `rank` owning `ch` columns (balanced chunks of whole words, the last shorter, each > 8192 columns); thread t owns
+ * the words t, t + NBS_THREADS, ... of the chunk (NBS_KW of them). Q clusters walk rows q, q + Q, ... Per row n:
  * wait for its stage, pass 1 (the chunk's sums, dgamma / dbeta terms), block sum, publish the sums to the cluster
  * (nbc_xchg: DSMEM st.async + mbarrier); then, one row behind, collect row n - 1's sums (published a whole row
- * ago, so a peer's skew rarely shows), its dx from the stage, and refill that stage with row n - 1 + NST.
+ * ago, so a peer's skew rarely shows), its dx from the stage, and refill that stage with row n - 1 + NBS_STAGES.
  *
  * Arithmetic: nbc's per-element formulas (the same products, fused the same way), so dx and dgamma / dbeta match
  * nbc_kernel's up to the order of the row's chunk sums; deterministic (fixed orders; every CTA of a row adds the
@@ -34,17 +27,12 @@
 #include "kernels/cuda/norm/norm_bwd_cluster.cuh"
 
 #define NBS_THREADS 512
-
-/* KW words a thread and tensor (chunks of up to 512 KW 8 columns); NST stages of SW words (x and dy of a chunk):
- * 192 KB (+ ~1 KB static), one CTA per SM. */
-template <int KW> struct nbs_dims {
-    static_assert(KW >= 2 && KW <= 4, "the three forms");
-    static constexpr int NST = KW == 2 ? 6 : KW == 3 ? 4 : 3, SW = 2 * KW * NBS_THREADS;
-    static constexpr size_t SMEM = (size_t)NST * SW * sizeof(uint4);
-};
+#define NBS_KW 4 /* words a thread and tensor: chunks of up to 512 x 4 x 8 = 16384 columns */
+#define NBS_STAGES 3 /* x and dy of a chunk: 64 KB a stage, 192 KB (+ ~1 KB static): one CTA per SM */
+#define NBS_STAGE_WORDS (2 * NBS_KW * NBS_THREADS)
 
 /* Thread 0: the copies of row `row`'s chunk of x and dy into stage `st` (none past the last row). */
-template <int DT, int KW>
+template <int DT>
 static __device__ __forceinline__ void nbs_fill(uint4 *stage, uint64_t *full, const void *x, const void *dy,
                                                 long long row, long long rows, long long C, long long lo, int nn) {
     typedef typename cml__elem<DT>::type T;
@@ -53,19 +41,19 @@ static __device__ __forceinline__ void nbs_fill(uint4 *stage, uint64_t *full, co
     cml__mbar_arrive_expect_tx(full, 2 * bytes);
     const size_t off = (size_t)row * (size_t)C + (size_t)lo;
     cml__bulk_load(stage, (const T *)x + off, bytes, full);
-    cml__bulk_load(stage + KW * NBS_THREADS, (const T *)dy + off, bytes, full);
+    cml__bulk_load(stage + NBS_KW * NBS_THREADS, (const T *)dy + off, bytes, full);
 }
 
 /* Row np of the walk (row prow, mean m, rstd r), one row behind pass 1: its sums from the cluster, its dx from its
  * stage; then, once every thread has read the stage, thread 0 refills it with the row NST further on. */
-template <int DT, bool LN, int KW>
-static __device__ __forceinline__ void nbs_dx_prev(void *dx, const void *gamma, const uint4 (&gw)[KW],
+template <int DT, bool LN>
+static __device__ __forceinline__ void nbs_dx_prev(void *dx, const void *gamma, const uint4 (&gw)[NBS_KW],
                                                    const nbc_xchg &xc, int np, long long prow, float m, float r,
                                                    uint4 *ring, uint64_t *full, const void *x, const void *dy,
                                                    long long rows, long long C, long long lo, int nn, const nb_div &div,
                                                    int groups) {
     typedef typename cml__elem<DT>::type T;
-    constexpr int V = cml__words<DT>::V, TH = NBS_THREADS, NST = nbs_dims<KW>::NST, SW = nbs_dims<KW>::SW;
+    constexpr int V = cml__words<DT>::V, TH = NBS_THREADS, KW = NBS_KW, NST = NBS_STAGES, SW = NBS_STAGE_WORDS;
     const int t = threadIdx.x;
     const float2 sums = xc.collect(np);
     const float mg = div(sums.x), mgx = div(sums.y);
@@ -90,15 +78,15 @@ static __device__ __forceinline__ void nbs_dx_prev(void *dx, const void *gamma, 
         }
     }
     __syncthreads(); /* the stage is read: the copy may overwrite it */
-    if (t == 0) nbs_fill<DT, KW>(sx, &full[np % NST], x, dy, prow + (long long)NST * groups, rows, C, lo, nn);
+    if (t == 0) nbs_fill<DT>(sx, &full[np % NST], x, dy, prow + (long long)NST * groups, rows, C, lo, nn);
 }
 
-template <int DT, bool LN, int KW>
+template <int DT, bool LN>
 static __global__ void __launch_bounds__(NBS_THREADS, 1)
     nbs_kernel(void *dx, float *part, const void *dy, const void *x, const void *gamma, const float *mean,
                const float *rstd, long long rows, long long C, int ch, int splits, int groups) {
     typedef typename cml__elem<DT>::type T;
-    constexpr int V = cml__words<DT>::V, TH = NBS_THREADS, NST = nbs_dims<KW>::NST, SW = nbs_dims<KW>::SW;
+    constexpr int V = cml__words<DT>::V, TH = NBS_THREADS, KW = NBS_KW, NST = NBS_STAGES, SW = NBS_STAGE_WORDS;
     extern __shared__ uint4 nbs_ring[]; /* [NST][x: KW * TH words, dy: KW * TH words] */
     __shared__ float2 red[2][32];
     __shared__ float2 slots[4 * NBC_MAX_SPLITS];
@@ -114,7 +102,7 @@ static __global__ void __launch_bounds__(NBS_THREADS, 1)
     xc.init(); /* the cluster barrier also orders the stage barriers' init before their first use */
     if (t == 0)
         for (int s = 0; s < NST; s++)
-            nbs_fill<DT, KW>(nbs_ring + s * SW, &full[s], x, dy, q + (long long)s * groups, rows, C, lo, nn);
+            nbs_fill<DT>(nbs_ring + s * SW, &full[s], x, dy, q + (long long)s * groups, rows, C, lo, nn);
     uint4 gw[KW]; /* gamma's words of the thread's columns (unused without gamma) */
     float ag[KW * V], ab[KW * V];
 #pragma unroll
@@ -151,11 +139,11 @@ static __global__ void __launch_bounds__(NBS_THREADS, 1)
             }
         }
         xc.publish(n, nbc_block_sum<LN, TH>(s, red[n & 1]));
-        if (n > 0) nbs_dx_prev<DT, LN, KW>(dx, gamma, gw, xc, n - 1, row - groups, pm, pr, nbs_ring, full, x, dy,
+        if (n > 0) nbs_dx_prev<DT, LN>(dx, gamma, gw, xc, n - 1, row - groups, pm, pr, nbs_ring, full, x, dy,
                                            rows, C, lo, nn, div, groups);
         pm = m, pr = r;
     }
-    if (n > 0) nbs_dx_prev<DT, LN, KW>(dx, gamma, gw, xc, n - 1, row - groups, pm, pr, nbs_ring, full, x, dy, rows, C,
+    if (n > 0) nbs_dx_prev<DT, LN>(dx, gamma, gw, xc, n - 1, row - groups, pm, pr, nbs_ring, full, x, dy, rows, C,
                                        lo, nn, div, groups);
     cml__pdl_launch_dependents(); /* the partial-sum kernel may be scheduled: it waits for this grid to end */
     xc.finish_arrive();
@@ -182,12 +170,10 @@ static __global__ void __launch_bounds__(NBS_THREADS, 1)
 
 /* ---- host ---------------------------------------------------------------------------------------------------- */
 
-/* CML_NORM_BWD_STAGED (read once): 0 = never nbs_kernel (the dispatch before it, for A/B runs); kw4 / kw3 / kw2 =
- * that form only, for every row it holds (kw4: session 17's kernel); otherwise (default) the form nbs_geometry picks.
- * 16-bit rows of 16384 < C <= 262144 only: rows of one 16384-column chunk or less are not taken (there, at 4096 /
- * 8192 columns, a CTA a row at a time, it measured 0.72-0.95x the register-row kernels: dev/membound/README.md,
- * "Session 17"). Tests force a mode in-process: cml__norm_bwd_staged_force (layernorm_bwd.cu; -1 = the
- * environment's, 0 never, 1 the default, 2 / 3 / 4 the KW 4 / 3 / 2 form only). */
+/* CML_NORM_BWD_STAGED (read once): 0 = never nbs_kernel (the dispatch before it, for A/B runs); otherwise (default)
+ * 16-bit rows of 2..16 chunks (16384 < C <= 262144). Rows of one chunk are not taken: there (4096 / 8192 columns,
+ * a CTA a row at a time) it measured 0.72-0.95x the register-row kernels (dev/membound/README.md, "Session 17").
+ * Tests force a mode in-process: cml__norm_bwd_staged_force (layernorm_bwd.cu; -1 = the environment's). */
 inline int &nbs_forced(void) {
     static int mode = -1;
     return mode;
@@ -202,100 +188,60 @@ static inline int nbs_mode(void) {
     static int env = -1;
     if (env < 0) {
         const char *e = getenv("CML_NORM_BWD_STAGED");
-        env = !e                     ? 1
-              : strcmp(e, "0") == 0  ? 0
-              : strcmp(e, "kw4") == 0 ? 2
-              : strcmp(e, "kw3") == 0 ? 3
-              : strcmp(e, "kw2") == 0 ? 4
-                                      : 1;
+        env = e && strcmp(e, "0") == 0 ? 0 : 1;
     }
     return nbs_forced() >= 0 ? nbs_forced() : env;
 }
 
 struct nbs_plan {
-    int kw, ch, splits, groups;
+    int ch, splits, groups;
 };
 
-template <int KW>
 static inline cudaLaunchConfig_t nbs_config(unsigned grid, int splits, cudaStream_t st, cudaLaunchAttribute *attr) {
-    return nb_cluster_config(grid, NBS_THREADS, nbs_dims<KW>::SMEM, splits, st, attr);
+    return nb_cluster_config(grid, NBS_THREADS, (size_t)NBS_STAGES * NBS_STAGE_WORDS * sizeof(uint4), splits, st,
+                             attr);
 }
 
 /* Clusters of `splits` CTAs (2..16) resident at once on device `dev`; 0 when none fits or on error; cached. */
-template <int DT, bool LN, int KW> static inline int nbs_clusters(int dev, int splits) {
+template <int DT, bool LN> static inline int nbs_clusters(int dev, int splits) {
     static int cache[16][NBC_MAX_SPLITS + 1];
     if (dev < 0 || dev >= 16 || splits < 2 || splits > NBC_MAX_SPLITS) return 0;
     int &n = cache[dev][splits];
     if (n == 0) {
         cudaLaunchAttribute attr;
-        const cudaLaunchConfig_t cfg = nbs_config<KW>((unsigned)splits, splits, 0, &attr);
-        const int c = nbc_resident_clusters((const void *)nbs_kernel<DT, LN, KW>, cfg, splits);
+        const cudaLaunchConfig_t cfg = nbs_config((unsigned)splits, splits, 0, &attr);
+        const int c = nbc_resident_clusters((const void *)nbs_kernel<DT, LN>, cfg, splits);
         n = c > 0 ? c : -1;
     }
     return n > 0 ? n : 0;
 }
 
-/* The plan of form KW for these rows (false where a row needs more than 16 of its chunks or no cluster fits): the
- * chunks balanced, whole words. */
-template <int DT, bool LN, int KW>
-static inline bool nbs_form_plan(int dev, long long rows, long long C, nbs_plan *p) {
-    constexpr long long V = cml__words<DT>::V, CAP = (long long)KW * NBS_THREADS * V;
-    if (C > NBC_MAX_SPLITS * CAP) return false;
+/* Host: the staged launch for these rows, or false (then the other kernels). 16-bit storage and 16-byte aligned
+ * rows (the caller's vec) of 2..16 chunks; the chunks balanced, whole words (so each holds more than 8192 columns:
+ * NBS_KW words a thread, none idle). */
+template <int DT, bool LN> static inline bool nbs_geometry(int dev, long long rows, long long C, nbs_plan *p) {
+    constexpr long long V = cml__words<DT>::V, CAP = (long long)NBS_KW * NBS_THREADS * V;
+    if (DT == CML_F32 || !nbs_mode() || rows <= 0 || C <= CAP || C > NBC_MAX_SPLITS * CAP) return false;
     long long sp = (C + CAP - 1) / CAP;
     const long long ch = ((C + sp - 1) / sp + V - 1) / V * V;
     sp = (C + ch - 1) / ch;
-    long long g = nbs_clusters<DT, LN, KW>(dev, (int)sp);
+    long long g = nbs_clusters<DT, LN>(dev, (int)sp);
     if (g < 1) return false;
     if (g > rows) g = rows;
-    *p = nbs_plan{KW, (int)ch, (int)sp, (int)g};
+    *p = nbs_plan{(int)ch, (int)sp, (int)g};
     return true;
-}
-
-/* Host: the staged launch for these rows, or false (then the other kernels). 16-bit storage, 16-byte aligned rows
- * (the caller's vec) of 16384 < C <= 16 x 16384 columns. By default the deepest ring (KW 2, then 3, then 4) whose
- * CTAs (clusters x splits) are at least 96% of the most any form places: at 1024 x 32768 the KW 3 form's clusters
- * of 3 covered 117 SMs and KW 4's pairs 132. */
-template <int DT, bool LN> static inline bool nbs_geometry(int dev, long long rows, long long C, nbs_plan *p) {
-    const int mode = nbs_mode();
-    if (DT == CML_F32 || !mode || rows <= 0 || C <= 4ll * NBS_THREADS * cml__words<DT>::V) return false;
-    if (mode >= 2)
-        return mode == 2 ? nbs_form_plan<DT, LN, 4>(dev, rows, C, p)
-               : mode == 3 ? nbs_form_plan<DT, LN, 3>(dev, rows, C, p)
-                           : nbs_form_plan<DT, LN, 2>(dev, rows, C, p);
-    nbs_plan f[3];
-    const bool ok[3] = {nbs_form_plan<DT, LN, 2>(dev, rows, C, &f[0]), nbs_form_plan<DT, LN, 3>(dev, rows, C, &f[1]),
-                        nbs_form_plan<DT, LN, 4>(dev, rows, C, &f[2])};
-    long long best = 0;
-    for (int i = 0; i < 3; i++)
-        if (ok[i] && (long long)f[i].groups * f[i].splits > best) best = (long long)f[i].groups * f[i].splits;
-    for (int i = 0; i < 3; i++)
-        if (ok[i] && (long long)f[i].groups * f[i].splits * 100 >= best * 96) {
-            *p = f[i];
-            return true;
-        }
-    return false;
 }
 
 /* Launches the kernel as planned (LN reads mean; part NULL when no dgamma/dbeta is wanted: otherwise
  * (groups, LN ? 2 : 1, C) floats, 16-byte aligned). A plain launch, as nbc's. */
-template <int DT, bool LN, int KW>
-static inline cudaError_t nbs_launch_form(const nbs_plan &p, cudaStream_t st, void *dx, float *part, const void *dy,
-                                          const void *x, const void *gamma, const float *mean, const float *rstd,
-                                          long long rows, long long C) {
-    cudaLaunchAttribute attr;
-    const cudaLaunchConfig_t cfg = nbs_config<KW>((unsigned)p.groups * (unsigned)p.splits, p.splits, st, &attr);
-    return cudaLaunchKernelEx(&cfg, nbs_kernel<DT, LN, KW>, dx, part, dy, x, gamma, mean, rstd, rows, C, p.ch,
-                              p.splits, p.groups);
-}
-
 template <int DT, bool LN>
 static inline cudaError_t nbs_launch(const nbs_plan &p, cudaStream_t st, void *dx, float *part, const void *dy,
                                      const void *x, const void *gamma, const float *mean, const float *rstd,
                                      long long rows, long long C) {
-    const cudaError_t e =
-        p.kw == 2   ? nbs_launch_form<DT, LN, 2>(p, st, dx, part, dy, x, gamma, mean, rstd, rows, C)
-        : p.kw == 3 ? nbs_launch_form<DT, LN, 3>(p, st, dx, part, dy, x, gamma, mean, rstd, rows, C)
-                    : nbs_launch_form<DT, LN, 4>(p, st, dx, part, dy, x, gamma, mean, rstd, rows, C);
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = nbs_config((unsigned)p.groups * (unsigned)p.splits, p.splits, st, &attr);
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, nbs_kernel<DT, LN>, dx, part, dy, x, gamma, mean, rstd, rows, C,
+                                             p.ch, p.splits, p.groups);
     if (e == cudaSuccess) __atomic_fetch_add(&nbs_launch_count(), 1ull, __ATOMIC_RELAXED);
     return e;
 }
