@@ -255,7 +255,9 @@ static __global__ void __launch_bounds__(NBL_THREADS, 8 / KW)
 /* CML_NORM_BWD_CLUSTER (read once): the largest cluster: 0 = never this kernel (nbl_kernel's
  * row sync through L2, for A/B runs), 8 = the portable size; otherwise (default) 16 (a
  * non-portable size: where a GPU cannot run it, the occupancy query gives 0 and those rows
- * stay with nbl_kernel). */
+ * stay with nbl_kernel). compute-sanitizer synccheck needs 8: it reports a correct exchange in
+ * clusters of 9 and faults in clusters of 12-16 when several CTAs share an SM (four here), as
+ * dev/membound/xchg_synccheck.cu shows; scripts/gpu-check sets it for synccheck only. */
 static inline int nbc_max_cluster(void) {
     static int maxc = -1;
     if (maxc < 0) {
