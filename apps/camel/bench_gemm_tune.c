@@ -33,6 +33,8 @@ typedef struct tune_result {
     cml__gemm_sm90_config est, best;
     double est_ms, best_ms, ref_ms, rel_diff;
     int tried;
+    cml__gemm_sm90_config tried_cfg[MAX_CONFIGS]; /* every configuration of the quick pass and its median ms */
+    float tried_ms[MAX_CONFIGS];
     bool entry; /* goes into the table */
     char error[160];
 } tune_result;
@@ -90,7 +92,11 @@ static void tune_case(bg_state *s, bg_prep *p, tune_result *t) {
                     }
     t->tried = n;
     const int quick_reps = s->reps / 4 > 3 ? s->reps / 4 : 3;
-    for (int i = 0; i < n; i++) quick[i] = time_config(s, p, &cfgs[i], quick_reps);
+    for (int i = 0; i < n; i++) {
+        quick[i] = time_config(s, p, &cfgs[i], quick_reps);
+        t->tried_cfg[i] = cfgs[i];
+        t->tried_ms[i] = (float)quick[i];
+    }
     /* finalists: the estimate's configuration and the quick pass's best few, timed again in turns */
     cml__gemm_sm90_config final[FINALISTS + 1];
     double final_ms[FINALISTS + 1] = {0};
@@ -204,7 +210,15 @@ static void write_json(const bg_options *o, const tune_result *res, int n) {
         json_ms(f, "best_ratio", t->ref_ms / t->best_ms);
         json_ms(f, "rel_diff", t->rel_diff);
         if (t->error[0]) fprintf(f, ", \"error\": \"%s\"", t->error);
-        fprintf(f, "}");
+        /* the quick pass, for studies of the configuration space (dev/gemm_sm90/README.md) */
+        fprintf(f, ", \"quick_fields\": [\"rows\", \"bn\", \"splits\", \"cluster\", \"group_m\", \"ms\"], \"quick\": [");
+        for (int k = 0; k < t->tried; k++) {
+            const cml__gemm_sm90_config *q = &t->tried_cfg[k];
+            fprintf(f, "%s[%d, %d, %d, %d, %d, ", k ? ", " : "", q->rows, q->bn, q->splits, q->cluster, q->group_m);
+            if (isnan(t->tried_ms[k])) fprintf(f, "null]");
+            else fprintf(f, "%.5g]", t->tried_ms[k]);
+        }
+        fprintf(f, "]}");
     }
     bg_json_close(f, o);
 }

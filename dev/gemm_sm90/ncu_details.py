@@ -6,7 +6,7 @@ import csv
 import sys
 
 WANT = [('Grid Size', 'grid'), ('Cluster Size', 'cluster'), ('Duration', 'us'), ('DRAM Throughput', 'dram%'),
-        ('Memory Throughput', 'mem%'), ('L2 Hit Rate', 'L2hit%'), ('L1/TEX Hit Rate', 'L1hit%'),
+        ('Memory Throughput', 'dramMB'), ('L2 Hit Rate', 'L2hit%'), ('L1/TEX Hit Rate', 'L1hit%'),
         ('Compute (SM) Throughput', 'sm%'), ('Mem Busy', 'membusy%'), ('Max Bandwidth', 'maxbw%'),
         ('Warp Cycles Per Issued Instruction', 'cpi')]
 
@@ -31,7 +31,15 @@ def main(path):
         vals = []
         for metric, _ in WANT:
             v, u = m.get(metric, ('-', ''))
-            if metric == 'Duration' and v != '-':
+            if metric == 'Memory Throughput' and v != '-' and 'byte' in u and 'Duration' in m:
+                # SpeedOfLight's "Memory Throughput" is DRAM bytes a second here: times the duration = DRAM bytes
+                dv, du = m['Duration']
+                dur_s = float(dv.replace(',', '')) * {'ns': 1e-9, 'nsecond': 1e-9, 'us': 1e-6, 'usecond': 1e-6,
+                                                      'ms': 1e-3, 'msecond': 1e-3}.get(du, 1e-9)
+                scale = {'byte/second': 1, 'Kbyte/second': 1e3, 'Mbyte/second': 1e6, 'Gbyte/second': 1e9,
+                         'Tbyte/second': 1e12}.get(u, 1)
+                v = '%.1f' % (float(v.replace(',', '')) * scale * dur_s / 1e6)
+            elif metric == 'Duration' and v != '-':
                 f = float(v.replace(',', ''))
                 v = '%.1f' % (f / 1000 if u in ('ns', 'nsecond') else f * 1000 if u in ('ms', 'msecond') else f)
             vals.append('%9s' % v[:9])
