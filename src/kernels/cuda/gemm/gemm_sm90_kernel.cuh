@@ -50,8 +50,15 @@
 #define CML_SM90_BM 128      /* tile rows: two consumer warpgroups of 64 */
 #define CML_SM90_THREADS 384 /* producer + two consumers */
 #define CML_SM90_ROW_BYTES 128
+/* setmaxnreg after the launch's registers (65536 / 384 rounded down to 8: 168 a thread): the CTA keeps the
+ * 168 x 384 it was given, so the consumers' increase (2 x 128 x (232 - 168)) can only come from what the
+ * producer's decrease frees (128 x (168 - 40)); a producer at 48 left the consumers waiting forever
+ * (dev/gemm_sm90/README.md, session 19). */
 #define CML_SM90_PRODUCER_REGS 40
 #define CML_SM90_CONSUMER_REGS 232
+#define CML_SM90_LAUNCH_REGS ((65536 / CML_SM90_THREADS) & ~7)
+static_assert(2 * (CML_SM90_CONSUMER_REGS - CML_SM90_LAUNCH_REGS) <= CML_SM90_LAUNCH_REGS - CML_SM90_PRODUCER_REGS,
+              "the consumers' extra registers must come from the producer's");
 
 enum { CML_SM90_BF16 = 0, CML_SM90_F16 = 1, CML_SM90_TF32 = 2, CML_SM90_E4M3 = 3, CML_SM90_E5M2 = 4 };
 
