@@ -33,8 +33,8 @@ typedef struct tune_result {
     cml__gemm_sm90_config est, best;
     double est_ms, best_ms, ref_ms, rel_diff;
     int tried;
-    cml__gemm_sm90_config tried_cfg[MAX_CONFIGS]; /* every configuration of the quick pass and its median ms */
-    float tried_ms[MAX_CONFIGS];
+    cml__gemm_sm90_config cfgs[MAX_CONFIGS]; /* the quick pass: every valid configuration and its median ms */
+    double quick[MAX_CONFIGS];
     bool entry; /* goes into the table */
     char error[160];
 } tune_result;
@@ -79,8 +79,8 @@ static void time_finalists(bg_state *s, bg_prep *p, const cml__gemm_sm90_config 
 
 static void tune_case(bg_state *s, bg_prep *p, tune_result *t) {
     const cml_gemm_desc *d = &p->desc[0];
-    cml__gemm_sm90_config cfgs[MAX_CONFIGS];
-    double quick[MAX_CONFIGS];
+    cml__gemm_sm90_config *cfgs = t->cfgs;
+    double *quick = t->quick;
     int n = 0;
     for (size_t w = 0; w < sizeof WIDTHS / sizeof *WIDTHS; w++)
         for (size_t k = 0; k < sizeof SPLITS / sizeof *SPLITS; k++)
@@ -92,11 +92,7 @@ static void tune_case(bg_state *s, bg_prep *p, tune_result *t) {
                     }
     t->tried = n;
     const int quick_reps = s->reps / 4 > 3 ? s->reps / 4 : 3;
-    for (int i = 0; i < n; i++) {
-        quick[i] = time_config(s, p, &cfgs[i], quick_reps);
-        t->tried_cfg[i] = cfgs[i];
-        t->tried_ms[i] = (float)quick[i];
-    }
+    for (int i = 0; i < n; i++) quick[i] = time_config(s, p, &cfgs[i], quick_reps);
     /* finalists: the estimate's configuration and the quick pass's best few, timed again in turns */
     cml__gemm_sm90_config final[FINALISTS + 1];
     double final_ms[FINALISTS + 1] = {0};
@@ -213,10 +209,10 @@ static void write_json(const bg_options *o, const tune_result *res, int n) {
         /* the quick pass, for studies of the configuration space (dev/gemm_sm90/README.md) */
         fprintf(f, ", \"quick_fields\": [\"rows\", \"bn\", \"splits\", \"cluster\", \"group_m\", \"ms\"], \"quick\": [");
         for (int k = 0; k < t->tried; k++) {
-            const cml__gemm_sm90_config *q = &t->tried_cfg[k];
+            const cml__gemm_sm90_config *q = &t->cfgs[k];
             fprintf(f, "%s[%d, %d, %d, %d, %d, ", k ? ", " : "", q->rows, q->bn, q->splits, q->cluster, q->group_m);
-            if (isnan(t->tried_ms[k])) fprintf(f, "null]");
-            else fprintf(f, "%.5g]", t->tried_ms[k]);
+            if (isnan(t->quick[k])) fprintf(f, "null]");
+            else fprintf(f, "%.5g]", t->quick[k]);
         }
         fprintf(f, "]}");
     }
