@@ -16,10 +16,14 @@ timeout 300 ncu --clock-control none --kernel-name-base mangled \
     --section SpeedOfLight --section LaunchStats --section WarpStateStats --metrics dram__bytes_read.sum \
     --csv --page raw $B/apps/camel/camel tune gemm --dtype bf16 --set gpt2 >$X/ncu.csv 2>$X/ncu.err
 echo "ncu rc $?"
-timeout 200 ncu --clock-control none --kernel-name-base mangled -k 'regex:gemm_sm90_kernelILi192ELi5ELi0ELi0ELi0ELi1ELi0EE' \
-    --filter-mode per-launch-config --launch-skip 2 --launch-count 1 --section SourceCounters --section WarpStateStats \
-    -o $X/src -f $B/apps/camel/camel tune gemm --dtype bf16 --set gpt2 >$X/src.log 2>&1
-echo "ncu source rc $?"
-ncu -i $X/src.ncu-rep --page source --csv --print-source sass >$X/src.csv 2>$X/src.err
+# SourceCounters of ours at cluster 1 and 2 (session 19 ran cluster 1 only: the SASS lines of cluster 2's extra
+# barrier / membar stalls are the next question)
+for c in 1 2; do
+    timeout 200 ncu --clock-control none --kernel-name-base mangled -k "regex:gemm_sm90_kernelILi192ELi5ELi0ELi0ELi0ELi${c}ELi0EE" \
+        --filter-mode per-launch-config --launch-skip 2 --launch-count 1 --section SourceCounters --section WarpStateStats \
+        -o $X/src_c$c -f $B/apps/camel/camel tune gemm --dtype bf16 --set gpt2 >$X/src_c$c.log 2>&1
+    echo "ncu source c$c rc $?"
+    ncu -i $X/src_c$c.ncu-rep --page source --csv --print-source sass >$X/src_c$c.csv 2>$X/src_c$c.err
+done
 python3 dev/gemm_sm90/ncu_stalls_raw.py $X/ncu.csv
-python3 dev/gemm_sm90/ncu_sass_stalls.py $X/src.csv
+for c in 1 2; do echo "== cluster $c"; python3 dev/gemm_sm90/ncu_sass_stalls.py $X/src_c$c.csv; done
