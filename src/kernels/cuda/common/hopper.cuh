@@ -77,9 +77,16 @@ static __device__ __forceinline__ uint32_t cml__cluster_rank(void) {
 }
 
 /* Every thread of every CTA of the cluster; orders shared-memory writes before it (release)
- * with reads after it (acquire), cluster-wide. */
+ * with reads after it (acquire), cluster-wide. The release costs a MEMBAR.ALL.GPU: ~0.7 us in a
+ * kernel launched with clusters (dev/gemm_sm90/cluster_launch_probe.cu, H100). */
 static __device__ __forceinline__ void cml__cluster_sync(void) {
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+/* The same meeting point without the release (no MEMBAR: ~free): for the start of a kernel whose
+ * only cross-CTA data before it are mbarrier inits published by cml__mbar_init_fence. */
+static __device__ __forceinline__ void cml__cluster_sync_relaxed(void) {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
 /* Arrives on the barrier at the same shared-memory offset in the CTA of cluster rank `cta`

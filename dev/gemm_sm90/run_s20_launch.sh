@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Session 20: is the cluster-2 cost the launch? (1) cluster_launch_probe (carried as build-s20x/clp): an empty
+# frame kernel launched plain, with the cluster attribute at 1 (as the library launches cluster 1), and as clusters
+# of 2; (2) camel tune gemm with new, mc3 (cluster launch, no multicast, no coupling) and mc4 (the cluster-2 tile
+# order launched without clusters), c2 / c1 per tile as run_s20_mc.sh; (3) camel bench gemm with new and plain1
+# (cluster 1 launched without the attribute: CML_SM90_DEV_PLAIN1) in turns, ROUNDS rounds.
+#   bash dev/gemm_sm90/run_s20_launch.sh; tar czf $OUT/logs.tgz -C /tmp/x .    (carry build-s20x; timeout_s 600)
+set -u
+T0=$(date +%s)
+X=/tmp/x
+rm -rf $X && mkdir -p $X /tmp/bin
+stamp() { echo "[$(($(date +%s) - T0)) s] $*" | tee -a $X/stages.txt; }
+for v in new mc3 mc4 plain1; do [ -f build-s20x/camel-$v.xz ] && python3 -c \
+    "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" build-s20x/camel-$v.xz \
+    /tmp/bin/camel-$v && chmod +x /tmp/bin/camel-$v; done
+stamp "unpacked $(ls /tmp/bin)"
+timeout 60 build-s20x/clp 50 >$X/probe.txt 2>&1
+stamp "probe rc $?"
+for v in new mc3 mc4; do
+    timeout 170 /tmp/bin/camel-$v tune gemm --dtype bf16 --set gpt2,square --sizes 2048,4096 --ops NN \
+        --json $X/tune_$v.json --out $X/tuned_$v.inc >$X/tune_$v.txt 2>&1
+    stamp "tune $v rc $?"
+done
+for r in $(seq 1 ${ROUNDS:-4}); do
+    order="new plain1"; [ $((r % 2)) = 0 ] && order="plain1 new"
+    for v in $order; do
+        timeout 120 /tmp/bin/camel-$v bench gemm --dtype bf16 --set gpt2,square --sizes 1024,2048,4096 --reps 20 \
+            --json $X/bench_${v}_$r.json --commit $v >$X/bench_${v}_$r.txt 2>&1
+        stamp "bench $v round $r rc $?"
+    done
+done
+python3 dev/gemm_sm90/s20_tune_c2.py $X new mc3 mc4 >$X/tune_summary.txt 2>&1
+python3 dev/gemm_sm90/s20_summary.py $X new plain1 >$X/summary.txt 2>&1
+cat $X/stages.txt $X/probe.txt $X/tune_summary.txt $X/summary.txt
