@@ -11,24 +11,24 @@ for f in sorted(glob.glob(os.path.join(d, 'bench_*_*.json'))):
         continue
     for r in json.load(open(f))['results']:
         s = r['shape']
-        key = '%s %s %dx%dx%d %s%s' % (r['op'], r['name'], s['M'], s['N'], s['K'], s['op_a'], s['op_b'])
+        key = '%s %s %dx%dx%d %s%s %s' % (r['op'], r['name'], s['M'], s['N'], s['K'], s['op_a'], s['op_b'], r['dtype'])
         e = runs.setdefault(key, {}).setdefault(v, {'ms': [], 'ratio': [], 'path': r.get('path', '')})
         e['ms'].append(r['ours_ms'])
         e['ratio'].append(r['ratio'])
         if r.get('rel_diff') is not None and not r['rel_diff'] <= 2e-2:  # bf16's bound is far below (bg_diff_bound)
             output_bad.append((v, key, r.get('rel_diff')))
 base = names[0]
-print('%-38s %-24s %s' % ('case', 'path (' + base + ')', '  '.join('%8s' % n for n in names)) +
+print('%-43s %-24s %s' % ('case', 'path (' + base + ')', '  '.join('%8s' % n for n in names)) +
       '  ' + '  '.join('%s/%s' % (base, n) for n in names[1:]) + '   ratio to cuBLASLt per variant')
-geo = {n: {'gpt2': [], 'square': []} for n in names[1:]}
+geo = {n: {} for n in names[1:]}
 for key, e in runs.items():
     if not all(n in e for n in names):
         continue
     ms = {n: st.median(e[n]['ms']) for n in names}
     sp = {n: ms[base] / ms[n] for n in names[1:]}
     for n in names[1:]:
-        geo[n]['gpt2' if key.startswith('gpt2') else 'square'].append(sp[n])
-    print('%-38s %-24s %s  %s   %s' % (key, e[base]['path'][:24], '  '.join('%8.4f' % ms[n] for n in names),
+        geo[n].setdefault(('gpt2' if key.startswith('gpt2') else 'square') + ' ' + key.split()[-1], []).append(sp[n])
+    print('%-43s %-24s %s  %s   %s' % (key, e[base]['path'][:24], '  '.join('%8.4f' % ms[n] for n in names),
                                       '  '.join('%*.3f' % (len(base) + len(n) + 1, sp[n]) for n in names[1:]),
                                       ' '.join('%.3f' % st.median(e[n]['ratio']) for n in names)))
 for n in names[1:]:

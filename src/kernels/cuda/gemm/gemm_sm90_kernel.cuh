@@ -491,9 +491,11 @@ static __device__ __forceinline__ bool cml__sm90_split_gather(float *acc, float 
     for (int i = 0; i < BN / 8; i++) __stcg(&mine[i * 128 + t], make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]));
     cml__sm90_consumer_sync(consumer); /* every thread's partial is written */
     if (leader) {
-        __threadfence(); /* release the warpgroup's partial before counting in */
-        const int before = atomicAdd(arrival, 1);
-        __threadfence(); /* acquire the others' partials when last */
+        /* one acquire-release count-in: releases the warpgroup's partial (its stores are ordered
+         * before it by the barrier above) and acquires the partials of the splits counted in before
+         * (two __threadfence around a plain atomicAdd cost a MEMBAR.ALL.GPU each: session 20) */
+        int before;
+        asm volatile("atom.add.acq_rel.gpu.global.s32 %0, [%1], 1;" : "=r"(before) : "l"(arrival) : "memory");
         *last_word = before == splits - 1;
         if (before == splits - 1) *arrival = 0; /* every split has counted in: 0 for the next launch */
     }
