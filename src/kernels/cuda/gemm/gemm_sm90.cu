@@ -307,8 +307,10 @@ static cml__gemm_sm90_config estimate(const cml_ctx *ctx, const cml_gemm_desc *d
             }
         }
     }
-    /* clusters of 2 (B multicast) pay off only with several waves of tiles (measured: 3000 x 5000 x
-     * 1000 +33%, 8192^3 +3%; shapes of 1-3 waves such as 8192 x 768 x 3072 and 1024^3 lose 4-13%) */
+    /* clusters of 2 (B multicast) pay off with several waves of tiles (measured: 3000 x 5000 x 1000 +33%,
+     * 8192^3 +3%). Shapes of 1-3 waves such as 8192 x 768 x 3072 and 1024^3 lost 4-13% until session 20,
+     * almost all of it the kernel's two release cluster barriers (~1.4 us a launch); since they are gone
+     * cluster 2 runs within ~1% of cluster 1 there (dev/gemm_sm90/README.md, session 20), so either is fine */
     const double tiles = (double)((d->M + CML_SM90_BM - 1) / CML_SM90_BM) * (double)((d->N + best.bn - 1) / best.bn) *
                          d->batch * best.splits;
     if (tiles >= 3.0 * sms) best.cluster = 2;
