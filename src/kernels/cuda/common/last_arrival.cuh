@@ -26,22 +26,22 @@
  *   precedes it in causality order, the other threads' partials included, is ordered before
  *   the ticket for any thread that acquires it at gpu scope.
  * - merge: the last block's thread 0 read the ticket chain (each earlier block's release is
- *   observed through the sequence of atomic adds on the counter: "Observation Order"), and its
- *   fence.acq_rel.gpu after the atomic completes the acquire pattern, so each releasing
- *   block's writes precede everything thread 0 does next in causality order; the second
+ *   observed through the sequence of atomic adds on the counter: "Observation Order"), and the
+ *   acquire half of its atom.acq_rel completes the acquire pattern, so each releasing block's
+ *   writes precede everything thread 0 does next in causality order; the second
  *   __syncthreads extends that to every thread of the block, whose loads of the partials
  *   then cannot return older values (the causality axiom).
- * The blocks that are not last need no acquire: they read nothing of the others'. */
+ * One atom.acq_rel in every block rather than atom.release and, in the last block, a
+ * fence.acq_rel.gpu after it: the acquire half of the atom is an L1 invalidate (CCTL.IVALL),
+ * where the fence is a second MEMBAR.ALL.GPU (~0.7 us on this kernel's critical path, the last
+ * block's merge: dev/gemm_sm90/cluster_launch_probe.cu measured a fence.acq_rel alone). */
 static __device__ __forceinline__ bool cml__block_arrives_last(unsigned *counter, unsigned arrivals, int *flag) {
     __syncthreads();
     if (threadIdx.x == 0 && threadIdx.y == 0) {
         unsigned ticket;
-        asm volatile("atom.add.release.gpu.global.u32 %0, [%1], 1;" : "=r"(ticket) : "l"(counter) : "memory");
+        asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], 1;" : "=r"(ticket) : "l"(counter) : "memory");
         const bool last = ticket == arrivals - 1u;
-        if (last) {
-            asm volatile("fence.acq_rel.gpu;" ::: "memory");
-            *counter = 0u;
-        }
+        if (last) *counter = 0u;
         *flag = last;
     }
     __syncthreads();

@@ -230,20 +230,21 @@ static __device__ __forceinline__ unsigned block_max_u32(unsigned u, unsigned *w
  *
  * Ordering (the PTX memory model argument of common/last_arrival.cuh, with one thread doing all
  * of it): thread 0 of each block makes its atomic max, then takes a ticket with
- * atom.add.release.gpu, which orders its own earlier max before the ticket; the block drawing
- * the last ticket has observed every earlier ticket through the counter's atomic chain, and its
- * fence.acq_rel.gpu makes each releasing block's max precede the exchange that reads (and
- * clears) the max word. No thread reads anything else of another block's, so no other thread
- * needs a fence or a second barrier. */
+ * atom.add.acq_rel.gpu, whose release half orders its own earlier max before the ticket; the
+ * block drawing the last ticket has observed every earlier ticket through the counter's atomic
+ * chain, and the acquire half makes each releasing block's max precede the exchange that reads
+ * (and clears) the max word (one atom rather than atom.release + fence.acq_rel in the last block:
+ * the fence is a second MEMBAR.ALL.GPU on the critical path; see common/last_arrival.cuh). No
+ * thread reads anything else of another block's, so no other thread needs a fence or a second
+ * barrier. */
 static __device__ __forceinline__ void block_amax(float a, const amax_out &out) {
     __shared__ unsigned warp_max[BLOCK / 32];
     const unsigned m = block_max_u32(__float_as_uint(a), warp_max);
     if (threadIdx.x == 0) {
         atomicMax(out.words + AMAX_WORD, m);
         unsigned ticket;
-        asm volatile("atom.add.release.gpu.global.u32 %0, [%1], 1;" : "=r"(ticket) : "l"(out.words) : "memory");
+        asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], 1;" : "=r"(ticket) : "l"(out.words) : "memory");
         if (ticket == gridDim.x - 1u) {
-            asm volatile("fence.acq_rel.gpu;" ::: "memory");
             out.words[0] = 0u;
             const unsigned all = atomicExch(out.words + AMAX_WORD, 0u);
             *out.amax = __uint_as_float(all > 0x7F800000u ? 0x7FC00000u : all);
