@@ -6,21 +6,10 @@
 # Summary last: per case median ms and each variant's speed over old, GPT-2 geomeans.
 #   bash dev/gemm_sm90/run_s20_ab.sh; tar czf $OUT/logs.tgz -C /tmp/x .     (carry build-s20x; timeout_s 600)
 set -u
-T0=$(date +%s)
-X=/tmp/x V=${VARIANTS:-old new early} ROUNDS=${ROUNDS:-3}
-rm -rf $X && mkdir -p $X /tmp/bin
-stamp() { echo "[$(($(date +%s) - T0)) s] $*" | tee -a $X/stages.txt; }
-for v in $V; do python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" \
-    build-s20x/camel-$v.xz /tmp/bin/camel-$v && chmod +x /tmp/bin/camel-$v; done
-stamp "unpacked $V"
+V=${VARIANTS:-old new early} ROUNDS=${ROUNDS:-3}
+. "$(dirname "$0")/../carried.sh"
+unpack $(for v in $V; do echo camel-$v; done)
 nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv >$X/gpu.txt 2>&1
-for r in $(seq 1 $ROUNDS); do
-    order=$V; [ $((r % 2)) = 0 ] && order=$(echo $V | tr ' ' '\n' | tac | tr '\n' ' ')
-    for v in $order; do
-        timeout 120 /tmp/bin/camel-$v bench gemm --dtype bf16 --set gpt2,square --sizes 1024,2048,4096 --reps 20 \
-            --json $X/bench_${v}_$r.json --commit $v >$X/bench_${v}_$r.txt 2>&1
-        stamp "bench $v round $r rc $?"
-    done
-done
+in_turns $ROUNDS "$V" bench gemm --dtype bf16 --set gpt2,square --sizes 1024,2048,4096 --reps 20
 python3 dev/gemm_sm90/s20_summary.py $X $V >$X/summary.txt 2>&1
 cat $X/stages.txt $X/summary.txt

@@ -6,14 +6,8 @@
 # (cluster 1 launched without the attribute: CML_SM90_DEV_PLAIN1) in turns, ROUNDS rounds.
 #   bash dev/gemm_sm90/run_s20_launch.sh; tar czf $OUT/logs.tgz -C /tmp/x .    (carry build-s20x; timeout_s 600)
 set -u
-T0=$(date +%s)
-X=/tmp/x
-rm -rf $X && mkdir -p $X /tmp/bin
-stamp() { echo "[$(($(date +%s) - T0)) s] $*" | tee -a $X/stages.txt; }
-for v in new mc3 mc4 plain1; do [ -f build-s20x/camel-$v.xz ] && python3 -c \
-    "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" build-s20x/camel-$v.xz \
-    /tmp/bin/camel-$v && chmod +x /tmp/bin/camel-$v; done
-stamp "unpacked $(ls /tmp/bin)"
+. "$(dirname "$0")/../carried.sh"
+unpack camel-new camel-mc3 camel-mc4 camel-plain1
 timeout 60 build-s20x/clp 50 >$X/probe.txt 2>&1
 stamp "probe rc $?"
 for v in new mc3 mc4; do
@@ -21,14 +15,7 @@ for v in new mc3 mc4; do
         --json $X/tune_$v.json --out $X/tuned_$v.inc >$X/tune_$v.txt 2>&1
     stamp "tune $v rc $?"
 done
-for r in $(seq 1 ${ROUNDS:-4}); do
-    order="new plain1"; [ $((r % 2)) = 0 ] && order="plain1 new"
-    for v in $order; do
-        timeout 120 /tmp/bin/camel-$v bench gemm --dtype bf16 --set gpt2,square --sizes 1024,2048,4096 --reps 20 \
-            --json $X/bench_${v}_$r.json --commit $v >$X/bench_${v}_$r.txt 2>&1
-        stamp "bench $v round $r rc $?"
-    done
-done
+in_turns ${ROUNDS:-4} "new plain1" bench gemm --dtype bf16 --set gpt2,square --sizes 1024,2048,4096 --reps 20
 python3 dev/gemm_sm90/s20_tune_c2.py $X new mc3 mc4 >$X/tune_summary.txt 2>&1
 python3 dev/gemm_sm90/s20_summary.py $X new plain1 >$X/summary.txt 2>&1
 cat $X/stages.txt $X/probe.txt $X/tune_summary.txt $X/summary.txt

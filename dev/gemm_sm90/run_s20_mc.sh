@@ -6,13 +6,9 @@
 # control. Summary last: per shape and tile, time c2 / c1 in each build.
 #   bash dev/gemm_sm90/run_s20_mc.sh; tar czf $OUT/logs.tgz -C /tmp/x .     (carry build-s20x; timeout_s 600)
 set -u
-T0=$(date +%s)
-X=/tmp/x V=${VARIANTS:-new mc1 mc3}
-rm -rf $X && mkdir -p $X /tmp/bin
-stamp() { echo "[$(($(date +%s) - T0)) s] $*" | tee -a $X/stages.txt; }
-for v in $V; do python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" \
-    build-s20x/camel-$v.xz /tmp/bin/camel-$v && chmod +x /tmp/bin/camel-$v; done
-stamp "unpacked $V"
+V=${VARIANTS:-new mc1 mc3}
+. "$(dirname "$0")/../carried.sh"
+unpack $(for v in $V; do echo camel-$v; done)
 for v in $V; do
     timeout 170 /tmp/bin/camel-$v tune gemm --dtype bf16 --set gpt2,square --sizes 2048,4096 --ops NN \
         --json $X/tune_$v.json --out $X/tuned_$v.inc >$X/tune_$v.txt 2>&1

@@ -4,13 +4,9 @@
 # 90a-real, stripped, xz) in build-s20x/. Merge the run into the table with dev/gemm_sm90/tuned_merge.py.
 #   bash dev/gemm_sm90/run_s20_retune.sh; tar czf $OUT/logs.tgz -C /tmp/x .   (carry build-s20x; timeout_s 600)
 set -u
-T0=$(date +%s)
-X=/tmp/x
-rm -rf $X && mkdir -p $X /tmp/bin
-stamp() { echo "[$(($(date +%s) - T0)) s] $*" | tee -a $X/stages.txt; }
-python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" build-s20x/camel-head.xz \
-    /tmp/bin/camel && chmod +x /tmp/bin/camel
-timeout 400 /tmp/bin/camel tune gemm --dtype bf16,fp16 --set square,gpt2 --sizes 1024,2048,4096,8192 --ops NN \
+. "$(dirname "$0")/../carried.sh"
+unpack camel-head
+timeout 400 /tmp/bin/camel-head tune gemm --dtype bf16,fp16 --set square,gpt2 --sizes 1024,2048,4096,8192 --ops NN \
     --out $X/run.inc --json $X/run.json >$X/tune.txt 2>&1
 stamp "tune rc $?"
 grep -v 'tune gemm \[' $X/tune.txt | tail -45

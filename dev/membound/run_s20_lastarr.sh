@@ -9,34 +9,16 @@
 # turns, ROUNDS rounds; dev/membound/ab_summary.py last.
 #   bash dev/membound/run_s20_lastarr.sh; tar czf $OUT/logs.tgz -C /tmp/x .   (carry build-s20x; timeout_s 600)
 set -u
-T0=$(date +%s)
-X=/tmp/x
-rm -rf $X && mkdir -p $X /tmp/bin
-stamp() { echo "[$(($(date +%s) - T0)) s] $*" | tee -a $X/stages.txt; }
-for f in build-s20x/*.xz; do n=$(basename $f .xz); python3 -c \
-    "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" $f /tmp/bin/$n && chmod +x /tmp/bin/$n; done
-stamp "unpacked $(ls /tmp/bin | tr '\n' ' ')"
+. "$(dirname "$0")/../carried.sh"
+unpack
 for t in reduce softmax convert; do
     (timeout 200 /tmp/bin/test_gpu_$t >$X/test_$t.log 2>&1; echo "rc $?" >>$X/test_$t.log) &
 done
 wait
-for t in reduce convert; do
-    for tool in memcheck racecheck synccheck; do
-        (CML_TEST_SANITIZER=1 timeout 200 compute-sanitizer --tool $tool --error-exitcode 99 --report-api-errors no \
-            /tmp/bin/test_gpu_$t >$X/san_${tool}_$t.log 2>&1; echo "rc $?" >>$X/san_${tool}_$t.log) &
-    done
-done
+sanitize /tmp/bin/test_gpu_reduce &
+sanitize /tmp/bin/test_gpu_convert &
 wait
-for f in $X/san_*.log; do [ $(stat -c %s $f) -gt 100000 ] && { head -c 50000 $f >$f.cut; mv $f.cut $f; }; done
-stamp "tests: $(for f in $X/test_*.log $X/san_*.log; do echo -n "$(basename $f .log)=$(tail -1 $f | cut -d' ' -f2) "; done)"
-grep -h "FAIL\|failed\|ERROR SUMMARY\|Hazard" $X/test_*.log $X/san_*.log | sort | uniq -c | head -20 | tee -a $X/stages.txt
-for r in $(seq 1 ${ROUNDS:-3}); do
-    order="head la"; [ $((r % 2)) = 0 ] && order="la head"
-    for v in $order; do
-        timeout 150 /tmp/bin/camel-$v bench membound --ops sum,cross_entropy,convert_scaled_e4m3_amax --mode both \
-            --json $X/bench_${v}_$r.json --commit $v >$X/bench_${v}_$r.txt 2>&1
-        stamp "bench $v round $r rc $?"
-    done
-done
+tests_summary
+in_turns ${ROUNDS:-3} "head la" bench membound --ops sum,cross_entropy,convert_scaled_e4m3_amax --mode both
 python3 dev/membound/ab_summary.py $X head >$X/summary.txt 2>&1
 cat $X/stages.txt $X/summary.txt

@@ -1,0 +1,52 @@
+# Sourced by the session-20 run scripts (dev/gemm_sm90/run_s20_*.sh, dev/membound/run_s20_lastarr.sh): their
+# binaries were built on the development machine for 90a-real, stripped and xz-compressed into build-s20x/ (carried
+# to the GPU machine with run(carry=["build-s20x"])); unpack puts them in /tmp/bin. Logs and stage times go to $X.
+X=${X:-/tmp/x}
+T0=$(date +%s)
+rm -rf "$X" && mkdir -p "$X" /tmp/bin
+stamp() { echo "[$(($(date +%s) - T0)) s] $*" | tee -a "$X/stages.txt"; }
+# unpack [NAME ...]: build-s20x/NAME.xz -> /tmp/bin/NAME (every build-s20x/*.xz when no name is given)
+unpack() {
+    local names=("$@") n
+    [ ${#names[@]} -gt 0 ] || names=($(cd build-s20x && ls *.xz | sed 's/\.xz$//'))
+    for n in "${names[@]}"; do
+        python3 -c "import lzma, sys; open(sys.argv[2], 'wb').write(lzma.open(sys.argv[1]).read())" \
+            "build-s20x/$n.xz" "/tmp/bin/$n" && chmod +x "/tmp/bin/$n"
+    done
+    stamp "unpacked ${names[*]}"
+}
+# in_turns ROUNDS "A B ..." ARGS...: /tmp/bin/camel-A ARGS, camel-B ARGS, ... in turns (the order reversed every
+# other round, so that drifting clocks touch every side alike); each run's JSON in $X/bench_<variant>_<round>.json
+in_turns() {
+    local rounds=$1 vs=$2 r v order
+    shift 2
+    for r in $(seq 1 "$rounds"); do
+        order=$vs
+        [ $((r % 2)) = 0 ] && order=$(echo $vs | tr ' ' '\n' | tac | tr '\n' ' ')
+        for v in $order; do
+            timeout 150 /tmp/bin/camel-$v "$@" --json $X/bench_${v}_$r.json --commit $v >$X/bench_${v}_$r.txt 2>&1
+            stamp "$1 $2 $v round $r rc $?"
+        done
+    done
+}
+# sanitize BINARY [TEST ...]: compute-sanitizer memcheck, racecheck and synccheck (in parallel) of each named test
+# of the program (CML_TEST_ONLY), or of the whole program; logs $X/san_<tool>_<test or program>.log, "rc N" last
+sanitize() {
+    local bin=$1 tool t
+    shift
+    for tool in memcheck racecheck synccheck; do
+        (for t in "${@:-$(basename $bin)}"; do
+            CML_TEST_ONLY=$([ $# -gt 0 ] && echo $t) CML_TEST_SANITIZER=1 timeout 280 compute-sanitizer --tool $tool \
+                --error-exitcode 99 --report-api-errors no $bin >$X/san_${tool}_$t.log 2>&1
+            echo "rc $?" >>$X/san_${tool}_$t.log
+        done) &
+    done
+    wait
+}
+# tests_summary: one stage line with every $X/test*.log and $X/san_*.log's exit status, then their failures
+tests_summary() {
+    local f
+    for f in $X/san_*.log; do [ $(stat -c %s $f) -gt 100000 ] && { head -c 50000 $f >$f.cut; mv $f.cut $f; }; done
+    stamp "tests: $(for f in $X/test*.log $X/san_*.log; do echo -n "$(basename $f .log)=$(tail -1 $f | cut -d' ' -f2) "; done)"
+    grep -h "FAIL\|failed\|ERROR SUMMARY\|Hazard" $X/test*.log $X/san_*.log | sort | uniq -c | head -20 | tee -a $X/stages.txt
+}
