@@ -477,6 +477,18 @@ static void test_wide_rows(void) {
 #endif
 }
 
+/* The partial-row sum (norm_bwd_partial.cuh) in each of its forms, through the register rows' one partial row a
+ * block (bf16 8 rows a block, f32 4): at most 8 partial rows (40 x 1024: 4 columns a thread), 8 row phases (100 x
+ * 1024, 300 x 1024, bf16 600 x 1024: up to 127 partial rows) and 32 (128 and more: 1500 x 1024, f32 600 x 1024), and
+ * C not a multiple of 32 (600 x 1000); each with run_ln's CPU comparison and bitwise repeat. */
+static void test_partial_phases(void) {
+    static const int64_t shapes[][2] = {{40, 1024},  {100, 1024},  {300, 1024},
+                                        {600, 1024}, {1500, 1024}, {600, 1000}};
+    for (int d = 0; d < n_test_dtypes(); d++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            run_ln((ln_case){TEST_DTYPES[d], shapes[s][0], shapes[s][1], 0, AFFINE_BOTH, false});
+}
+
 int main(void) {
     int rc = gpu_test_init(2468);
     if (rc) return rc;
@@ -489,6 +501,7 @@ int main(void) {
     RUN(test_longcluster_rows);
     RUN(test_staged_rows);
     RUN(test_wide_rows);
+    RUN(test_partial_phases);
     RUN(test_fwd_v2);
     RUN(test_no_rows);
     return th_finish();

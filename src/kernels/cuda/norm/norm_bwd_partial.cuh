@@ -3,8 +3,9 @@
  * per-block partial rows the first kernel wrote, part[(k, NOUT, C)] for
  * k = 0 .. nb-1 (output o of block k at part[(k NOUT + o) C + c]).
  *
- * Blocks of 32 columns x 8 row phases: phase p adds the partial rows p, p + 8,
- * ... in order, then the 8 phases are added in phase order. The previous kernel
+ * Blocks of 32 columns x PH row phases (8, or 32 from 128 partial rows on:
+ * nb_phases): phase p adds the partial rows p, p + PH, ... in order, then the
+ * PH phases are added in phase order. The previous kernel
  * gave each column one thread that walked all nb partial rows, so a row of
  * 1024 columns ran in 4 blocks, each thread waiting on nb dependent L2 loads
  * (132 for the register-row kernels): microseconds on calls of 10-30 us.
@@ -41,10 +42,10 @@ struct nb_div {
  * has read from L2 (discard.global.L2), so that the partial rows, dirty in L2 and never read
  * again, are not written back to DRAM when evicted (up to 8% of the traffic: 17 MB at LayerNorm
  * 1024x32768). */
-template <int DT, int NOUT>
-static __global__ void __launch_bounds__(NBP_COLS * NBP_PHASES)
+template <int DT, int NOUT, int PH>
+static __global__ void __launch_bounds__(NBP_COLS * PH)
     nb_partial_sum_kernel(void *out0, void *out1, float *part, int nb, long long C, bool discard) {
-    __shared__ float sm[NOUT][NBP_PHASES][NBP_COLS + 1];
+    __shared__ float sm[NOUT][PH][NBP_COLS + 1];
     cml__pdl_entry(); /* launched with PDL by its own switch (CML_NORM_BWD_PDL, below), not cml__launch */
     const long long c = (long long)blockIdx.x * NBP_COLS + threadIdx.x;
     float a[NOUT];
@@ -52,15 +53,15 @@ static __global__ void __launch_bounds__(NBP_COLS * NBP_PHASES)
     for (int o = 0; o < NOUT; o++) a[o] = 0.0f;
     if (c < C) {
 #pragma unroll 4
-        for (int k = threadIdx.y; k < nb; k += NBP_PHASES)
+        for (int k = threadIdx.y; k < nb; k += PH)
 #pragma unroll
             for (int o = 0; o < NOUT; o++) a[o] += part[((size_t)k * NOUT + o) * (size_t)C + c];
     }
     if (discard) {
         __syncwarp(); /* the warp's loads of these lines come first */
-        const int lines = (nb - (int)threadIdx.y + NBP_PHASES - 1) / NBP_PHASES * NOUT;
+        const int lines = (nb - (int)threadIdx.y + PH - 1) / PH * NOUT;
         for (int i = threadIdx.x; i < lines; i += 32) {
-            const int k = (int)threadIdx.y + i / NOUT * NBP_PHASES, o = i % NOUT;
+            const int k = (int)threadIdx.y + i / NOUT * PH, o = i % NOUT;
             const float *line = part + ((size_t)k * NOUT + o) * (size_t)C + (size_t)blockIdx.x * NBP_COLS;
             asm volatile("discard.global.L2 [%0], 128;" ::"l"(line) : "memory");
         }
@@ -72,7 +73,7 @@ static __global__ void __launch_bounds__(NBP_COLS * NBP_PHASES)
 #pragma unroll
     for (int o = 0; o < NOUT; o++) {
         float v = sm[o][0][threadIdx.x];
-        for (int p = 1; p < NBP_PHASES; p++) v += sm[o][p][threadIdx.x];
+        for (int p = 1; p < PH; p++) v += sm[o][p][threadIdx.x];
         void *out = o == 0 ? out0 : out1;
         if (out) cml__st<DT>(out, c, v);
     }
@@ -141,6 +142,16 @@ static inline bool nb_psum4_enabled(void) {
     return cml__env_switch("CML_NORM_BWD_PSUM4", &cache);
 }
 
+/* Row phases of nb_partial_sum_kernel: 8, or 32 from 128 partial rows on (the register, wide and one-chunk long
+ * rows' 132 / 264 blocks), so that a thread adds 4-9 rows in two or three rounds of loads instead of 17-33 in five to
+ * nine (session 21, `dev/membound/run_s21_phases.sh`: LayerNorm bf16 16384 x 8192 1.023x, RMSNorm 1.029x, f32 4096 x
+ * 1024 1.02-1.04x; 16 phases at 66 partial rows measured 0.99, so fewer rows keep 8). CML_NORM_BWD_PHASES=0 (read
+ * once) keeps 8 for every nb: A/B runs. */
+static inline int nb_phases(int nb) {
+    static int cache = -1;
+    return nb >= 128 && cml__env_switch("CML_NORM_BWD_PHASES", &cache) ? 32 : NBP_PHASES;
+}
+
 /* Launches the sum of nb partial rows of NOUT outputs on the stream; the launch error, if any. */
 template <int DT, int NOUT>
 static inline cudaError_t nb_partial_sum_launch(cudaStream_t st, void *out0, void *out1, float *part, int nb,
@@ -157,15 +168,17 @@ static inline cudaError_t nb_partial_sum_launch(cudaStream_t st, void *out0, voi
         return cudaLaunchKernelEx(&cfg, nb_partial_sum4_kernel<DT, NOUT>, out0, out1, (const float *)part, nb, C,
                                   discard);
     }
+    const int ph = nb_phases(nb);
+    const auto kern = ph == 32 ? nb_partial_sum_kernel<DT, NOUT, 32> : nb_partial_sum_kernel<DT, NOUT, NBP_PHASES>;
     const unsigned grid = (unsigned)((C + NBP_COLS - 1) / NBP_COLS);
-    const dim3 block(NBP_COLS, NBP_PHASES);
+    const dim3 block(NBP_COLS, ph);
     if (!nb_pdl_enabled()) {
-        nb_partial_sum_kernel<DT, NOUT><<<grid, block, 0, st>>>(out0, out1, part, nb, C, discard);
+        kern<<<grid, block, 0, st>>>(out0, out1, part, nb, C, discard);
         return cudaGetLastError();
     }
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = cml__pdl_config(dim3(grid), block, st, &attr);
-    return cudaLaunchKernelEx(&cfg, nb_partial_sum_kernel<DT, NOUT>, out0, out1, part, nb, C, discard);
+    return cudaLaunchKernelEx(&cfg, kern, out0, out1, part, nb, C, discard);
 }
 
 #endif
