@@ -129,7 +129,13 @@ static __global__ void __launch_bounds__(NBR_THREADS, 1)
         r = rstd[row];
     }
     int parity = 0;
-    for (; row < nrows; row += step, off += soff) {
+    /* Groups with named barriers (G > 32) all run as many rounds as the block's first group (the most rows): a
+     * group past its last row runs on zeros (no loads, +0 terms, no store). Only for compute-sanitizer racecheck,
+     * which reports races where the groups of a block pass their named barriers different numbers of times
+     * (dev/membound/named_barrier_racecheck.cu); the group would otherwise wait at the __syncthreads below. */
+    constexpr bool EVEN = GT > 32;
+    const int rounds = EVEN && (int)blockIdx.x * R < nrows ? (nrows - (int)blockIdx.x * R + step - 1) / step : 0;
+    for (int round = 0; EVEN ? round < rounds : row < nrows; round++, row += step, off += soff) {
         const int nrow = row + step;
         uint4 nx = zero, nd = zero;
         float nm = 0.0f, nr = 0.0f;
@@ -172,7 +178,7 @@ static __global__ void __launch_bounds__(NBR_THREADS, 1)
             }
             if (LN) db4[j * nthr] = *(const float4 *)b;
         }
-        if (mine) cml__st16((T *)dx + off, cml__pack16_fast<DT>(o));
+        if (mine && (!EVEN || row < nrows)) cml__st16((T *)dx + off, cml__pack16_fast<DT>(o));
         wx = nx, wd = nd, m = nm, r = nr;
     }
     cml__pdl_launch_dependents(); /* the partial-sum kernel may be scheduled: it waits for this grid to end */
