@@ -1,17 +1,19 @@
-# Sourced by the session-20 run scripts (dev/gemm_sm90/run_s20_*.sh, dev/membound/run_s20_lastarr.sh): their
+# Sourced by the session-20 and -21 run scripts (dev/gemm_sm90/run_s20_*.sh, dev/membound/run_s2[01]_*.sh): their
 # binaries were built on the development machine for 90a-real, stripped and xz-compressed into build-s20x/ (carried
-# to the GPU machine with run(carry=["build-s20x"])); unpack puts them in /tmp/bin. Logs and stage times go to $X.
+# to the GPU machine with run(carry=["build-s20x"]); session 21: XDIR=build-s21x); unpack puts them in /tmp/bin. Logs
+# and stage times go to $X.
 X=${X:-/tmp/x}
+XDIR=${XDIR:-build-s20x} # the carried folder of binaries
 T0=$(date +%s)
 rm -rf "$X" && mkdir -p "$X" /tmp/bin
 stamp() { echo "[$(($(date +%s) - T0)) s] $*" | tee -a "$X/stages.txt"; }
-# unpack [NAME ...]: build-s20x/NAME.xz -> /tmp/bin/NAME (every build-s20x/*.xz when no name is given)
+# unpack [NAME ...]: $XDIR/NAME.xz -> /tmp/bin/NAME (every $XDIR/*.xz when no name is given)
 unpack() {
     local names=("$@") n
-    [ ${#names[@]} -gt 0 ] || names=($(cd build-s20x && ls *.xz | sed 's/\.xz$//'))
+    [ ${#names[@]} -gt 0 ] || names=($(cd $XDIR && ls *.xz | sed 's/\.xz$//'))
     for n in "${names[@]}"; do
         python3 -c "import lzma, sys; open(sys.argv[2], 'wb').write(lzma.open(sys.argv[1]).read())" \
-            "build-s20x/$n.xz" "/tmp/bin/$n" && chmod +x "/tmp/bin/$n"
+            "$XDIR/$n.xz" "/tmp/bin/$n" && chmod +x "/tmp/bin/$n"
     done
     stamp "unpacked ${names[*]}"
 }
@@ -30,15 +32,15 @@ in_turns() {
     done
 }
 # sanitize BINARY [TEST ...]: compute-sanitizer memcheck, racecheck and synccheck (in parallel) of each named test
-# of the program (CML_TEST_ONLY), or of the whole program; logs $X/san_<tool>_<test or program>.log, "rc N" last
+# of the program (CML_TEST_ONLY), or of the whole program; logs $X/san_<tool>_$TAG<test or program>.log, "rc N" last
 sanitize() {
     local bin=$1 tool t
     shift
     for tool in memcheck racecheck synccheck; do
         (for t in "${@:-$(basename $bin)}"; do
             CML_TEST_ONLY=$([ $# -gt 0 ] && echo $t) CML_TEST_SANITIZER=1 timeout 280 compute-sanitizer --tool $tool \
-                --error-exitcode 99 --report-api-errors no $bin >$X/san_${tool}_$t.log 2>&1
-            echo "rc $?" >>$X/san_${tool}_$t.log
+                --error-exitcode 99 --report-api-errors no $bin >$X/san_${tool}_${TAG:-}$t.log 2>&1
+            echo "rc $?" >>$X/san_${tool}_${TAG:-}$t.log
         done) &
     done
     wait
