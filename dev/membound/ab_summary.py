@@ -47,7 +47,7 @@ def main(d, base='base'):
                 if not b or not n:
                     continue
                 st.append(b['ms'] / n['ms'])
-                if 'cold_ms' in b and 'cold_ms' in n:
+                if b.get('cold_ms') and n.get('cold_ms'):
                     co.append(b['cold_ms'] / n['cold_ms'])
                 sz0.append(b['size_ratio'])
                 sz1.append(n['size_ratio'])
