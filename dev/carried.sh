@@ -31,6 +31,15 @@ in_turns() {
         done
     done
 }
+# run_tests NAME ...: /tmp/bin/test_gpu_NAME whole, in parallel; logs $X/test_NAME.log, "rc N" last
+run_tests() {
+    local t
+    for t in "$@"; do
+        (timeout 250 /tmp/bin/test_gpu_$t >$X/test_$t.log 2>&1; echo "rc $?" >>$X/test_$t.log) &
+    done
+    wait
+    stamp "tests done: $*"
+}
 # sanitize BINARY [TEST ...]: compute-sanitizer memcheck, racecheck and synccheck (in parallel) of each named test
 # of the program (CML_TEST_ONLY), or of the whole program; logs $X/san_<tool>_$TAG<test or program>.log, "rc N" last
 sanitize() {

@@ -9,11 +9,7 @@
 set -u
 . "$(dirname "$0")/../carried.sh"
 unpack
-for t in layernorm rmsnorm; do
-    (timeout 250 /tmp/bin/test_gpu_$t >$X/test_$t.log 2>&1; echo "rc $?" >>$X/test_$t.log) &
-done
-wait
-stamp "tests done"
+run_tests layernorm rmsnorm
 TAG=ln_ sanitize /tmp/bin/test_gpu_layernorm test_partial_phases test_row_groups &
 TAG=rms_ sanitize /tmp/bin/test_gpu_rmsnorm test_partial_phases test_row_groups &
 wait

@@ -11,11 +11,7 @@ set -u
 . "$(dirname "$0")/../carried.sh"
 unpack
 printf '#!/bin/sh\nexec /tmp/bin/camel-m2 "$@"\n' >/tmp/bin/camel-before && chmod +x /tmp/bin/camel-before
-for t in layernorm rmsnorm softmax pdl_chain; do
-    (timeout 250 /tmp/bin/test_gpu_$t >$X/test_$t.log 2>&1; echo "rc $?" >>$X/test_$t.log) &
-done
-wait
-stamp "tests done"
+run_tests layernorm rmsnorm softmax pdl_chain
 sanitize /tmp/bin/test_gpu_pdl_chain &
 TAG=ln_ sanitize /tmp/bin/test_gpu_layernorm test_shapes &
 wait

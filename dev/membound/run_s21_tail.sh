@@ -11,11 +11,7 @@ set -u
 . "$(dirname "$0")/../carried.sh"
 unpack
 printf '#!/bin/sh\nCML_NORM_BWD_TAIL=0 exec /tmp/bin/camel-tail "$@"\n' >/tmp/bin/camel-off && chmod +x /tmp/bin/camel-off
-for t in layernorm rmsnorm; do
-    (timeout 250 /tmp/bin/test_gpu_$t >$X/test_$t.log 2>&1; echo "rc $?" >>$X/test_$t.log) &
-done
-wait
-stamp "tests done"
+run_tests layernorm rmsnorm
 TAG=ln_ sanitize /tmp/bin/test_gpu_layernorm test_tail_rows &
 TAG=rms_ sanitize /tmp/bin/test_gpu_rmsnorm test_tail_rows &
 # control: racecheck of the register rows (test_affine_variants: 64 x 1024) with the tail on (default) and off
