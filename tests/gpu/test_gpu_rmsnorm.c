@@ -323,47 +323,61 @@ static void test_longcluster_rows(void) {
 #endif
 }
 
-/* Rows staged in shared memory by bulk copies (nbs_kernel, norm_bwd_staged.cuh; CML_NORM_BWD_STAGED), forced on
- * in-process (and off: the control): 16-bit rows of 2..16 chunks of 16384 columns: 1 x 32768 (clusters of 2),
- * 3 x 32776 (3 CTAs of 10928, the last 10920), 37 x 20000, 300 x 32768 (several rows a cluster: the 3-stage ring
- * wraps), 5 x 262144 (16 CTAs), 257 x 131096 (9 CTAs, ~18 rows a cluster: every stage, slot set and mbarrier phase
- * many times); without gamma(/beta), gamma only, dx over dy. Not this kernel: one chunk (16384), 17 CTAs (262152),
- * f32, the switch off. Each run: the poisoned outputs, the float64 comparison and the bitwise repeat of run_rms; outside
- * a sanitizer the launch counter must move exactly where the kernel is meant to run, also by default. */
+#ifdef CML_HAVE_CUDA
+/* run_rms, and which form of the staged kernel ran: the row-sync form (form 2), only the cluster form (1) or neither
+ * (0; the launch counters are host-side: under a sanitizer too). */
+static void run_staged(rms_case k, int form) {
+    const unsigned long long a = cml__norm_bwd_staged_launches(), b = cml__norm_bwd_staged_rows_launches();
+    run_rms(k);
+    const bool any = cml__norm_bwd_staged_launches() > a, rows = cml__norm_bwd_staged_rows_launches() > b;
+    CHECK_MSG(form == 2 ? rows : form == 1 ? any && !rows : !any, "rmsnorm %s %lld x %lld: the staged kernel: want %s, got %s",
+              cml_dtype_name(k.dt), (long long)k.rows, (long long)k.C,
+              form == 2 ? "the row-sync form" : form == 1 ? "the cluster form" : "neither",
+              rows ? "the row-sync form" : any ? "the cluster form" : "neither");
+}
+
+/* The form of the staged kernel that CML_NORM_BWD_STAGED mode `mode` gives aligned rows of C columns (chunks of 16384
+ * 16-bit / 8192 f32 columns): the cluster form for 16-bit rows of 2..16 chunks (modes 1 and 2), the row-sync form
+ * for rows of more than 16 chunks (mode 2) or of more than one (mode 3). */
+static int staged_form(cml_dtype dt, int64_t C, int mode) {
+    const int64_t chunk = dt == CML_F32 ? 8192 : 16384;
+    if (mode == 0 || C <= chunk) return 0;
+    if (mode == 3 || (mode == 2 && C > 16 * chunk)) return 2;
+    return dt != CML_F32 && C <= 16 * chunk ? 1 : 0;
+}
+#endif
+
+/* Rows staged in shared memory by bulk copies (nbs_kernel, norm_bwd_staged.cuh; CML_NORM_BWD_STAGED), forced
+ * in-process in modes 1..3 and by default (2) over the same shapes: 1 x 32768, 3 x 32776 (uneven chunks), 37 x 20000,
+ * 300 x 32768 (several rows a group: the ring wraps; groups of unequal row counts), 5 x 262144, 257 x 131096 (tens of
+ * rows a group: every stage, slot and mbarrier phase many times), 3 x 262152 (17 chunks of 16384: beyond the cluster
+ * form); without gamma(/beta), gamma only, dx over dy. The cluster form: 2..16 CTAs a row, clusters as many as fit;
+ * the row-sync form: 2..64 CTAs a row (f32 5 x 262144: 64, two slots a lane of the merge), rings of 4..8 stages of 1..3
+ * words a thread (idle threads), dx two rows behind pass 1. Not this kernel: one chunk (16384 16-bit / 8192 f32), the
+ * switch off. Each run: the poisoned outputs, the float64 comparison and the bitwise repeat; the launch counters must
+ * move exactly where a form is meant to run (staged_form). */
 static void test_staged_rows(void) {
 #ifdef CML_HAVE_CUDA
     const bool san = under_sanitizer();
-    const unsigned long long launches = cml__norm_bwd_staged_launches();
     for (int d = 0; d < n_test_dtypes(); d++) {
         const cml_dtype dt = TEST_DTYPES[d];
-        const unsigned long long n0 = cml__norm_bwd_staged_launches();
-        cml__norm_bwd_staged_force(1);
-        run_rms((rms_case){dt, 1, 32768, 0, true, false});
-        run_rms((rms_case){dt, 3, 32776, 0, true, true});
-        run_rms((rms_case){dt, 37, 20000, 0, false, true});
-        if (!san) {
-            run_rms((rms_case){dt, 300, 32768, 0, true, false});
-            run_rms((rms_case){dt, 5, 262144, 0, true, true});
-            run_rms((rms_case){dt, 257, 131096, 0, true, false});
+        for (int mode = 0; mode <= 4; mode++) {
+            const int m = mode == 4 ? 2 : mode; /* 4: the default (CML_NORM_BWD_STAGED unset) */
+            cml__norm_bwd_staged_force(mode == 4 ? -1 : mode);
+            run_staged((rms_case){dt, 1, 32768, 0, true, false}, staged_form(dt, 32768, m));
+            if (mode == 0 || mode == 4) continue;
+            run_staged((rms_case){dt, 3, 32776, 0, true, true}, staged_form(dt, 32776, m));
+            run_staged((rms_case){dt, 37, 20000, 0, false, true}, staged_form(dt, 20000, m));
+            if (!san) {
+                run_staged((rms_case){dt, 300, 32768, 0, true, false}, staged_form(dt, 32768, m));
+                run_staged((rms_case){dt, 5, 262144, 0, true, true}, staged_form(dt, 262144, m));
+                run_staged((rms_case){dt, 257, 131096, 0, true, false}, staged_form(dt, 131096, m));
+                run_staged((rms_case){dt, 3, 262152, 0, true, false}, staged_form(dt, 262152, m));
+            }
+            run_staged((rms_case){dt, 9, dt == CML_F32 ? 8192 : 16384, 0, true, false}, 0); /* one chunk */
         }
-        const unsigned long long n1 = cml__norm_bwd_staged_launches();
-        run_rms((rms_case){dt, 9, 16384, 0, true, false}); /* one chunk: not this kernel */
-        if (!san) run_rms((rms_case){dt, 3, 262152, 0, true, false}); /* 17 CTAs */
-        CHECK_MSG(cml__norm_bwd_staged_launches() == n1, "%s: the staged kernel took a row of one chunk or of 17 CTAs",
-                  cml_dtype_name(dt));
-        cml__norm_bwd_staged_force(0);
-        run_rms((rms_case){dt, 1, 32768, 0, true, false});
-        CHECK_MSG(cml__norm_bwd_staged_launches() == n1, "%s: the staged kernel ran with its switch off",
-                  cml_dtype_name(dt));
-        cml__norm_bwd_staged_force(-1); /* the default (CML_NORM_BWD_STAGED unset): on, for 16-bit storage */
-        run_rms((rms_case){dt, 1, 32768, 0, true, false});
-        if (!san)
-            CHECK_MSG((cml__norm_bwd_staged_launches() > n1) == (dt != CML_F32) && (n1 > n0) == (dt != CML_F32),
-                      "%s: the staged kernel is for 16-bit storage, by default too (taken: %s)", cml_dtype_name(dt),
-                      dt != CML_F32 ? "no" : "yes");
     }
     cml__norm_bwd_staged_force(-1);
-    if (!san) CHECK_MSG(cml__norm_bwd_staged_launches() > launches, "the staged backward never ran");
 #endif
 }
 

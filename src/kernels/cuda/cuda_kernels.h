@@ -143,11 +143,13 @@ unsigned long long cml__norm_bwd_defer_launches(void);
 void cml__norm_bwd_longcluster_force(int mode);
 unsigned long long cml__norm_bwd_longcluster_launches(void);
 int cml__norm_bwd_longcluster_last_groups(void);
-/* For tests: the LayerNorm / RMSNorm backward's staged kernel (nbs_kernel, norm_bwd_staged.cuh: 16-bit rows in
- * shared memory by bulk copies) forced process-wide: -1 = CML_NORM_BWD_STAGED's setting, 0 = never, 1 = its rows
- * (16-bit, 2..16 chunks of 16384 columns); its launches so far (both norms). */
+/* For tests: the LayerNorm / RMSNorm backward's staged kernel (nbs_kernel, norm_bwd_staged.cuh: rows in shared
+ * memory by bulk copies) forced process-wide: -1 = CML_NORM_BWD_STAGED's setting, 0 = never, 1 = the cluster form
+ * as through session 21 (16-bit, 2..16 chunks of 16384 columns), 2 = planned (rows of more than 16384 16-bit / 8192
+ * f32 columns: the cluster form where it plans, else the row-sync form), 3 = the row-sync form only; its launches so far and those of the row-sync form (both norms). */
 void cml__norm_bwd_staged_force(int mode);
 unsigned long long cml__norm_bwd_staged_launches(void);
+unsigned long long cml__norm_bwd_staged_rows_launches(void);
 /* For tests: the LayerNorm / RMSNorm backward's wide-row kernel (nbw_kernel, norm_bwd_wide.cuh) forced
  * process-wide: -1 = CML_NORM_BWD_WIDE's setting, 0 = never, 1 = the default rows (16-bit, 257..512 words),
  * 2 = every dtype up to 1024 words, 3 = the 512-thread form of 4 words a thread wherever it fits; and its

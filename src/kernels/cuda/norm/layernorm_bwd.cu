@@ -22,7 +22,11 @@
  * chunks exchange their row sums through distributed shared memory instead of
  * waiting on each other through L2: norm_bwd_cluster.cuh; rows of more than 32 half
  * chunks and up to 16 x 16384 columns, 16-bit storage, as ONE cluster of 512-thread CTAs a row,
- * nbx_kernel there, unless CML_NORM_BWD_LONGCLUSTER=0). Longer unaligned
+ * nbx_kernel there, unless CML_NORM_BWD_LONGCLUSTER=0). Before all of these,
+ * rows longer than one chunk (16384 16-bit / 8192 f32 columns) staged in shared
+ * memory by bulk copies where norm_bwd_staged.cuh plans them: 16-bit rows of
+ * 2..16 chunks as clusters, rows of more than 16 chunks (f32 too) with their
+ * row sums through L2. Longer unaligned
  * rows: dx in two passes over chunks
  * (L2-batched); dgamma/dbeta through a column kernel (32 columns x 8 row
  * phases per block, rows split into ranges whose partial rows the second
@@ -260,14 +264,18 @@ extern "C" int cml__norm_bwd_longcluster_last_groups(void) {
 }
 
 /* For tests (cuda_kernels.h): the staged kernel (nbs_kernel, norm_bwd_staged.cuh) forced (-1: CML_NORM_BWD_STAGED's
- * setting; 0 never, 1 its rows: 16-bit, 2..16 chunks of 16384 columns) and its launches (LayerNorm
- * and RMSNorm together). */
+ * setting; 0 never, 1 the cluster form as through session 21, 2 planned: either form, 3 the row-sync form only), its launches and those
+ * of its row-sync form (LayerNorm and RMSNorm together). */
 extern "C" void cml__norm_bwd_staged_force(int mode) {
     nbs_forced() = mode;
 }
 
 extern "C" unsigned long long cml__norm_bwd_staged_launches(void) {
     return __atomic_load_n(&nbs_launch_count(), __ATOMIC_RELAXED);
+}
+
+extern "C" unsigned long long cml__norm_bwd_staged_rows_launches(void) {
+    return __atomic_load_n(&nbg_launch_count(), __ATOMIC_RELAXED);
 }
 
 /* For tests (cuda_kernels.h): the wide-row kernel (nbw_kernel, norm_bwd_wide.cuh) forced (-1:
@@ -305,16 +313,16 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, void *dbeta, 
     const int sms = cml__cuda_sm_count(ctx->device.index) > 0 ? cml__cuda_sm_count(ctx->device.index) : 132;
     const bool vec = cml__rows_vec_ok(C, sizeof(T), dx, dy, x) && (!gamma || ((uintptr_t)gamma & 15u) == 0);
     const int threads = vec ? 1024 : 512;
-    if constexpr (DT != CML_F32) { /* rows staged by bulk copies: norm_bwd_staged.cuh */
-        nbs_plan sp;
-        if (vec && nbs_geometry<DT, true>(ctx->device.index, rows, C, &sp)) {
-            void *part = NULL;
-            if (want) CML_TRY(cml_ctx_workspace(ctx, &part, (size_t)sp.groups * 2 * (size_t)C * sizeof(float)));
-            CML_CUDA_TRY(FN, (nbs_launch<DT, true>(sp, st, dx, (float *)part, dy, x, gamma, mean, rstd, rows, C)));
-            CML_TRY(launched("nbs_kernel", (cml_dtype)DT, rows * C, (unsigned)sp.groups * (unsigned)sp.splits,
-                             NBS_THREADS));
-            return want ? partial_sum_launch<DT>(ctx, dgamma, dbeta, (float *)part, sp.groups, C) : CML_OK;
-        }
+    nbs_plan sp; /* rows staged by bulk copies: norm_bwd_staged.cuh */
+    if (vec && nbs_geometry<DT, true>(ctx->device.index, sms, rows, C, &sp)) {
+        void *ws = NULL;
+        CML_TRY(cml_ctx_workspace(ctx, &ws, nbs_workspace<true>(sp, rows, C, want)));
+        CML_CUDA_TRY(FN, (nbs_launch<DT, true>(sp, st, ws, want, dx, dy, x, gamma, mean, rstd, rows, C)));
+        CML_TRY(launched("nbs_kernel", (cml_dtype)DT, rows * C, (unsigned)sp.groups * (unsigned)sp.splits,
+                         NBS_THREADS));
+        return want ? partial_sum_launch<DT>(ctx, dgamma, dbeta, (float *)((char *)ws + nbs_part_off(sp, rows)),
+                                             sp.groups, C)
+                    : CML_OK;
     }
     int G = 0, R = 0, nb = 0;
     if (vec && nbl_mode() != 2 && nbr_geometry<DT, true>(rows, C, sms, &G, &R, &nb)) { /* norm_bwd_rows.cuh */

@@ -21,7 +21,9 @@
  *   backward: per-thread dgamma accumulators, one partial row per group of
  *   blocks, summed in order by the same second kernel; rows of 3..16 half chunks
  *   as thread-block clusters exchanging their row sums through distributed
- *   shared memory: norm_bwd_cluster.cuh);
+ *   shared memory: norm_bwd_cluster.cuh), unless the staged kernel plans
+ *   them (norm_bwd_staged.cuh: rows longer than one chunk staged in shared
+ *   memory by bulk copies, as for the LayerNorm backward);
  * - longer unaligned rows: dx in two passes over chunks (L2-batched); dgamma
  *   through a column kernel (32 columns x 8 row phases per block, rows split
  *   into ranges whose partial rows the second kernel sums in order), which
@@ -247,15 +249,14 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, const void *d
     cudaStream_t st = cml__stream(ctx);
     const int sms = cml__cuda_sm_count(ctx->device.index) > 0 ? cml__cuda_sm_count(ctx->device.index) : 132;
     const bool vec = cml__rows_vec_ok(C, sizeof(T), dx, dy, x) && (!gamma || ((uintptr_t)gamma & 15u) == 0);
-    if constexpr (DT != CML_F32) { /* rows staged by bulk copies: norm_bwd_staged.cuh */
-        nbs_plan sp;
-        if (vec && nbs_geometry<DT, false>(ctx->device.index, rows, C, &sp)) {
-            void *part = NULL;
-            if (dgamma) CML_TRY(cml_ctx_workspace(ctx, &part, (size_t)sp.groups * (size_t)C * sizeof(float)));
-            CML_CUDA_TRY(FN, (nbs_launch<DT, false>(sp, st, dx, (float *)part, dy, x, gamma, nullptr, rstd, rows, C)));
-            CML_TRY(launched("nbs_kernel", DT, rows * C, (unsigned)sp.groups * (unsigned)sp.splits, NBS_THREADS));
-            return dgamma ? partial_sum_launch<DT>(ctx, dgamma, (float *)part, sp.groups, C) : CML_OK;
-        }
+    nbs_plan sp; /* rows staged by bulk copies: norm_bwd_staged.cuh */
+    if (vec && nbs_geometry<DT, false>(ctx->device.index, sms, rows, C, &sp)) {
+        void *ws = NULL;
+        CML_TRY(cml_ctx_workspace(ctx, &ws, nbs_workspace<false>(sp, rows, C, dgamma != NULL)));
+        CML_CUDA_TRY(FN, (nbs_launch<DT, false>(sp, st, ws, dgamma != NULL, dx, dy, x, gamma, nullptr, rstd, rows, C)));
+        CML_TRY(launched("nbs_kernel", DT, rows * C, (unsigned)sp.groups * (unsigned)sp.splits, NBS_THREADS));
+        return dgamma ? partial_sum_launch<DT>(ctx, dgamma, (float *)((char *)ws + nbs_part_off(sp, rows)), sp.groups, C)
+                      : CML_OK;
     }
     int G = 0, R = 0, nb = 0;
     if (vec && nbl_mode() != 2 && nbr_geometry<DT, false>(rows, C, sms, &G, &R, &nb)) { /* norm_bwd_rows.cuh */
