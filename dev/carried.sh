@@ -40,12 +40,13 @@ run_tests() {
     wait
     stamp "tests done: $*"
 }
-# sanitize BINARY [TEST ...]: compute-sanitizer memcheck, racecheck and synccheck (in parallel) of each named test
-# of the program (CML_TEST_ONLY), or of the whole program; logs $X/san_<tool>_$TAG<test or program>.log, "rc N" last
+# sanitize BINARY [TEST ...]: compute-sanitizer memcheck, racecheck and synccheck (TOOLS: those named; in parallel) of
+# each named test of the program (CML_TEST_ONLY), or of the whole program; logs $X/san_<tool>_$TAG<test or
+# program>.log, "rc N" last
 sanitize() {
     local bin=$1 tool t
     shift
-    for tool in memcheck racecheck synccheck; do
+    for tool in ${TOOLS:-memcheck racecheck synccheck}; do
         (for t in "${@:-$(basename $bin)}"; do
             CML_TEST_ONLY=$([ $# -gt 0 ] && echo $t) CML_TEST_SANITIZER=1 timeout 280 compute-sanitizer --tool $tool \
                 --error-exitcode 99 --report-api-errors no $bin >$X/san_${tool}_${TAG:-}$t.log 2>&1

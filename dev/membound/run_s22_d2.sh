@@ -18,13 +18,8 @@ printf '#!/bin/sh\nexec /tmp/bin/camel-new "$@"\n' >/tmp/bin/camel-m2
 printf '#!/bin/sh\nCML_NORM_BWD_STAGED=3 exec /tmp/bin/camel-new "$@"\n' >/tmp/bin/camel-m3
 chmod +x /tmp/bin/camel-*
 run_tests layernorm rmsnorm
-for tool in memcheck racecheck; do
-    for t in layernorm rmsnorm; do
-        (CML_TEST_ONLY=test_staged_rows CML_TEST_SANITIZER=1 timeout 280 compute-sanitizer --tool $tool \
-            --error-exitcode 99 --report-api-errors no /tmp/bin/test_gpu_$t >$X/san_${tool}_$t.log 2>&1
-        echo "rc $?" >>$X/san_${tool}_$t.log) &
-    done
-done
+TOOLS="memcheck racecheck" TAG=ln_ sanitize /tmp/bin/test_gpu_layernorm test_staged_rows &
+TOOLS="memcheck racecheck" TAG=rms_ sanitize /tmp/bin/test_gpu_rmsnorm test_staged_rows &
 wait
 tests_summary
 in_turns ${ROUNDS:-3} "m1 m2 m3" bench membound --ops layernorm_bwd,rmsnorm_bwd --mode both

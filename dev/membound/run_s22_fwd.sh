@@ -13,14 +13,7 @@ printf '#!/bin/sh\nexec /tmp/bin/camel-new "$@"\n' >/tmp/bin/camel-on
 printf '#!/bin/sh\nCML_LN_FWD_STAGED=2 exec /tmp/bin/camel-new "$@"\n' >/tmp/bin/camel-all
 chmod +x /tmp/bin/camel-*
 run_tests layernorm rmsnorm
-for tool in memcheck racecheck; do
-    (for t in test_fwd_staged test_staged_rows; do
-        CML_TEST_ONLY=$t CML_TEST_SANITIZER=1 timeout 280 compute-sanitizer --tool $tool --error-exitcode 99 \
-            --report-api-errors no /tmp/bin/test_gpu_layernorm >$X/san_${tool}_$t.log 2>&1
-        echo "rc $?" >>$X/san_${tool}_$t.log
-    done) &
-done
-wait
+TOOLS="memcheck racecheck" sanitize /tmp/bin/test_gpu_layernorm test_fwd_staged test_staged_rows
 tests_summary
 in_turns ${ROUNDS:-3} "off on all" bench membound --ops layernorm,layernorm_bwd,rmsnorm_bwd --mode both
 python3 dev/membound/ab_summary.py $X off >$X/summary.txt 2>&1

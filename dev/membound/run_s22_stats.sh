@@ -10,13 +10,8 @@ set -u
 . "$(dirname "$0")/../carried.sh"
 unpack
 run_tests layernorm rmsnorm
-for tool in memcheck racecheck; do
-    for t in layernorm rmsnorm; do
-        (CML_TEST_ONLY=test_staged_rows CML_TEST_SANITIZER=1 timeout 280 compute-sanitizer --tool $tool \
-            --error-exitcode 99 --report-api-errors no /tmp/bin/test_gpu_$t >$X/san_${tool}_$t.log 2>&1
-        echo "rc $?" >>$X/san_${tool}_$t.log) &
-    done
-done
+TOOLS="memcheck racecheck" TAG=ln_ sanitize /tmp/bin/test_gpu_layernorm test_staged_rows &
+TOOLS="memcheck racecheck" TAG=rms_ sanitize /tmp/bin/test_gpu_rmsnorm test_staged_rows &
 wait
 tests_summary
 in_turns ${ROUNDS:-3} "prev new" bench membound --ops layernorm_bwd,rmsnorm_bwd --mode both

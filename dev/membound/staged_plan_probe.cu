@@ -1,6 +1,6 @@
 /* Session 22: prints the staged norm backward's plans (norm_bwd_staged.cuh: nbs_geometry in the mode of the
- * environment, CML_NORM_BWD_STAGED) for the bench's long rows, and the clusters of 2..16 CTAs that fit at once. Build (any
- * machine with nvcc): nvcc -DCML_HAVE_CUDA=1 -Isrc -Iinclude -O2 -std=c++17 -arch=sm_90a
+ * environment, CML_NORM_BWD_STAGED) for the bench's long rows, and the clusters of 2..16 CTAs that fit at once.
+ * Build (any machine with nvcc): nvcc -DCML_HAVE_CUDA=1 -Isrc -Iinclude -O2 -std=c++17 -arch=sm_90a
  * dev/membound/staged_plan_probe.cu -o staged_plan_probe -lcuda (no library: the header's host code only). */
 #include <stdio.h>
 

@@ -85,6 +85,16 @@ static inline void compare_tol(const char *what, const void *got, const void *wa
         free(again_);                                                                        \
     } while (0)
 
+/* The norm backward's staged kernel (norm_bwd_staged.cuh): the form that CML_NORM_BWD_STAGED mode `mode` gives aligned
+ * rows of C columns (chunks of 16384 16-bit / 8192 f32 columns): 1 the cluster form (16-bit rows of 2..16 chunks,
+ * modes 1 and 2), 2 the row-sync form (rows of more than 16 chunks in mode 2, of more than one in mode 3), 0 neither. */
+static inline int staged_form(cml_dtype dt, int64_t C, int mode) {
+    const int64_t chunk = dt == CML_F32 ? 8192 : 16384;
+    if (mode == 0 || C <= chunk) return 0;
+    if (mode == 3 || (mode == 2 && C > 16 * chunk)) return 2;
+    return dt != CML_F32 && C <= 16 * chunk ? 1 : 0;
+}
+
 /* Sets up the contexts; returns 77 (skip) without a GPU, 1 on failure, 0 to go on. */
 static inline int gpu_test_init(uint64_t seed) {
     const char *why = NULL;

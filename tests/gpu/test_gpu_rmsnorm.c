@@ -330,20 +330,11 @@ static void run_staged(rms_case k, int form) {
     const unsigned long long a = cml__norm_bwd_staged_launches(), b = cml__norm_bwd_staged_rows_launches();
     run_rms(k);
     const bool any = cml__norm_bwd_staged_launches() > a, rows = cml__norm_bwd_staged_rows_launches() > b;
-    CHECK_MSG(form == 2 ? rows : form == 1 ? any && !rows : !any, "rmsnorm %s %lld x %lld: the staged kernel: want %s, got %s",
-              cml_dtype_name(k.dt), (long long)k.rows, (long long)k.C,
+    CHECK_MSG(form == 2 ? rows : form == 1 ? any && !rows : !any,
+              "rmsnorm %s %lld x %lld: the staged kernel: want %s, got %s", cml_dtype_name(k.dt),
+              (long long)k.rows, (long long)k.C,
               form == 2 ? "the row-sync form" : form == 1 ? "the cluster form" : "neither",
               rows ? "the row-sync form" : any ? "the cluster form" : "neither");
-}
-
-/* The form of the staged kernel that CML_NORM_BWD_STAGED mode `mode` gives aligned rows of C columns (chunks of 16384
- * 16-bit / 8192 f32 columns): the cluster form for 16-bit rows of 2..16 chunks (modes 1 and 2), the row-sync form
- * for rows of more than 16 chunks (mode 2) or of more than one (mode 3). */
-static int staged_form(cml_dtype dt, int64_t C, int mode) {
-    const int64_t chunk = dt == CML_F32 ? 8192 : 16384;
-    if (mode == 0 || C <= chunk) return 0;
-    if (mode == 3 || (mode == 2 && C > 16 * chunk)) return 2;
-    return dt != CML_F32 && C <= 16 * chunk ? 1 : 0;
 }
 #endif
 

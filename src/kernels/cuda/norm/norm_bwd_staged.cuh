@@ -260,8 +260,8 @@ static __global__ void __launch_bounds__(NBS_THREADS, 1)
         }
         xc.publish(n, row, nbc_block_sum<LN, TH>(s, red[n & 1]));
         if (n >= D)
-            nbs_dx_prev<DT, LN, KW>(dx, gamma, gw, xc, pre, n - D, prow, pm, pr, nbs_ring, kw, nst, full, x, dy, rows, C,
-                                lo, nn, div, groups);
+            nbs_dx_prev<DT, LN, KW>(dx, gamma, gw, xc, pre, n - D, prow, pm, pr, nbs_ring, kw, nst, full, x, dy,
+                                    rows, C, lo, nn, div, groups);
         m = nm, r = nr;
     }
     for (int j = n > D ? n - D : 0; j < n; j++) { /* the walk's last rows' dx */
