@@ -145,8 +145,9 @@ unsigned long long cml__norm_bwd_longcluster_launches(void);
 int cml__norm_bwd_longcluster_last_groups(void);
 /* For tests: the LayerNorm / RMSNorm backward's staged kernel (nbs_kernel, norm_bwd_staged.cuh: rows in shared
  * memory by bulk copies) forced process-wide: -1 = CML_NORM_BWD_STAGED's setting, 0 = never, 1 = the cluster form
- * as through session 21 (16-bit, 2..16 chunks of 16384 columns), 2 = planned (rows of more than 16384 16-bit / 8192
- * f32 columns: the cluster form where it plans, else the row-sync form), 3 = the row-sync form only; its launches so far and those of the row-sync form (both norms). */
+ * only (16-bit rows of 2..16 chunks of 16384 columns), 2 = also the row-sync form for rows of more than 16 chunks
+ * (f32 too: 8192-column chunks), 3 = the row-sync form for every row of more than one chunk; its launches so far
+ * and those of the row-sync form (both norms). */
 void cml__norm_bwd_staged_force(int mode);
 unsigned long long cml__norm_bwd_staged_launches(void);
 unsigned long long cml__norm_bwd_staged_rows_launches(void);

@@ -264,8 +264,8 @@ extern "C" int cml__norm_bwd_longcluster_last_groups(void) {
 }
 
 /* For tests (cuda_kernels.h): the staged kernel (nbs_kernel, norm_bwd_staged.cuh) forced (-1: CML_NORM_BWD_STAGED's
- * setting; 0 never, 1 the cluster form as through session 21, 2 planned: either form, 3 the row-sync form only), its launches and those
- * of its row-sync form (LayerNorm and RMSNorm together). */
+ * setting; 0 never, 1 the cluster form only, 2 also the row-sync form for rows of more than 16 chunks, 3 the
+ * row-sync form for every long row), its launches and those of its row-sync form (LayerNorm and RMSNorm together). */
 extern "C" void cml__norm_bwd_staged_force(int mode) {
     nbs_forced() = mode;
 }

@@ -329,7 +329,8 @@ static inline int nbs_mode(void) {
 }
 
 /* The least bytes of x, dy and dx a CTA of the row-sync form moves per row (its fixed costs a row, a block sum and
- * the merge, hide under its copies; 24 and 48 KB measured alike at f32 256 x 262144, 96 KB 3% slower). */
+ * the merge, hide under its copies): 12, 24 and 48 KB measured alike at f32 256 x 262144; the 16-bit rows, which
+ * keep the cluster form, ran 0.58-0.9x at the smaller sizes (dev/membound/README.md, "Session 22"). */
 #define NBG_MIN_ROW_BYTES (48 * 1024)
 
 /* rows: the row-sync form; kw, nst: the stage's words a thread and tensor, the ring's stages. */

@@ -255,7 +255,8 @@ static cml_status bwd_launch(cml_ctx *ctx, void *dx, void *dgamma, const void *d
         CML_TRY(cml_ctx_workspace(ctx, &ws, nbs_workspace<false>(sp, rows, C, dgamma != NULL)));
         CML_CUDA_TRY(FN, (nbs_launch<DT, false>(sp, st, ws, dgamma != NULL, dx, dy, x, gamma, nullptr, rstd, rows, C)));
         CML_TRY(launched("nbs_kernel", DT, rows * C, (unsigned)sp.groups * (unsigned)sp.splits, NBS_THREADS));
-        return dgamma ? partial_sum_launch<DT>(ctx, dgamma, (float *)((char *)ws + nbs_part_off(sp, rows)), sp.groups, C)
+        return dgamma ? partial_sum_launch<DT>(ctx, dgamma, (float *)((char *)ws + nbs_part_off(sp, rows)), sp.groups,
+                                               C)
                       : CML_OK;
     }
     int G = 0, R = 0, nb = 0;
