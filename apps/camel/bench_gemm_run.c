@@ -541,8 +541,8 @@ int bg_run(const bg_options *o) {
         } else if (strcmp(path, "sm90") == 0 && !p.grouped) { /* the plan: rows x width x splits, cluster */
             bool tuned = false;
             const cml__gemm_sm90_config c = cml__gemm_sm90_chosen_config(s.ctx, &p.desc[0], &tuned);
-            snprintf(r->path, sizeof r->path, "sm90 %dx%dx%d c%d%s", c.rows, c.bn, c.splits, c.cluster,
-                     tuned ? " tuned" : "");
+            snprintf(r->path, sizeof r->path, "sm90 %dx%dx%d c%d%s%s", c.rows, c.bn, c.splits, c.cluster,
+                     c.pingpong ? " pp" : "", tuned ? " tuned" : "");
         } else {
             snprintf(r->path, sizeof r->path, "%s", path);
         }

@@ -8,7 +8,7 @@
 #   bash dev/gemm_sm90/s20_variants.sh [name=DEFINES ...]     (default: the session's five)
 set -eu
 cd "$(dirname "$0")/../.."
-B=build-s20r X=build-s20x
+B=build-s20r X=${XDIR:-build-s20x}
 cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DCML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a-real >/dev/null
 cmake --build $B -j2 --target camel test_gpu_gemm >/dev/null
 mkdir -p $X

@@ -335,7 +335,7 @@ static void test_tma_store_padding(void) {
                 g.bias = (s + ops) % 2 == 1;
                 g.bias_axis = s % 3 == 2 ? CML_BIAS_PER_ROW : CML_BIAS_PER_COLUMN;
                 if (s == 3 && ops == 0) {
-                    const cml__gemm_sm90_config cfg = {256, 3, 2, 4, 128}; /* K split 3, cluster 2 */
+                    const cml__gemm_sm90_config cfg = {256, 3, 2, 4, 128, 0}; /* K split 3, cluster 2 */
                     cml__gemm_sm90_force_config(&cfg);
                 }
                 run_case(&g, 1);
@@ -611,7 +611,7 @@ static void test_sm90_configs(void) {
             for (int k = 0; k < 4; k++)
                 for (int m = 0; m < 2; m++) {
                     /* 64-row tiles (16-bit only) with the second cluster/group choice */
-                    const cml__gemm_sm90_config cfg = {widths[w], splits[k], clusters[m], group_ms[m], m ? 64 : 128};
+                    const cml__gemm_sm90_config cfg = {widths[w], splits[k], clusters[m], group_ms[m], m ? 64 : 128, 0};
                     if (!cml__gemm_sm90_config_valid(&dm, &cfg) || (under_sanitizer() && (k > 1 || m > 0))) continue;
                     cml__gemm_sm90_force_config(&cfg);
                     const int before = path_counts[0];
@@ -651,7 +651,7 @@ static void test_sm90_configs(void) {
             g.bias = true;
             g.epilogue = CML_EPILOGUE_GELU_TANH;
         }
-        const cml__gemm_sm90_config cfg = {192, (int)deep[i][5], (int)deep[i][6], 16, 128};
+        const cml__gemm_sm90_config cfg = {192, (int)deep[i][5], (int)deep[i][6], 16, 128, 0};
         cml__gemm_sm90_force_config(&cfg);
         const unsigned long long before = cml__gemm_sm90_deep_launches();
         run_case(&g, 1);
@@ -669,6 +669,69 @@ static void test_sm90_configs(void) {
         run_case(&g, 1);
         CHECK_MSG(path_counts[0] == before + 1, "unaligned bf16 ops %d did not run on sm90", ops);
     }
+}
+
+/* The 128-row ping-pong schedule (cml__gemm_sm90_config.pingpong; gemm_sm90_kernel.cuh PINGPONG = 2): each consumer
+ * warpgroup a whole tile, the two alternating, one's epilogue under the other's main loop. Forced 192 and 128 wide,
+ * clusters of 1 and 2, every op pair, over batches of 4 so that each CTA's consumers take several turns (2-6 tiles a
+ * CTA on 132 SMs), with edge tiles, K not a multiple of 64, bias + GELU and fp16; each must have run that kernel
+ * (its launch counter). f32 D with beta * C (no TMA stores) must run the cooperative kernel instead. A K split,
+ * 256-wide or 64-row tiles and tf32 must be refused. */
+static void test_sm90_pingpong(void) {
+    if (cml__cuda_arch(0) != 90) {
+        printf("  (not an sm_90 device: skipped)\n");
+        return;
+    }
+    static const int64_t cases[][5] = {/* op_a, op_b, M, N, K */
+                                       {0, 1, 1100, 1032, 136},
+                                       {1, 0, 700, 904, 200},
+                                       {0, 0, 610, 1000, 72},
+                                       {1, 1, 900, 520, 264}};
+    static const int widths[] = {192, 128};
+    int forced = 0;
+    for (int i = 0; i < 4; i++)
+        for (int w = 0; w < 2; w++)
+            for (int cl = 1; cl <= 2; cl++) {
+                if (under_sanitizer() && (i + w + cl) % 2 != 0) continue;
+                gemm_case g = gemm_case_make((cml_op)cases[i][0], (cml_op)cases[i][1], cases[i][2], cases[i][3],
+                                             cases[i][4], 4);
+                g.a_dtype = g.b_dtype = g.d_dtype = i == 3 ? CML_F16 : CML_BF16;
+                g.tma_strides = true;
+                if (i == 0) {
+                    g.bias = true;
+                    g.epilogue = CML_EPILOGUE_GELU_TANH;
+                }
+                if (i == 2) {
+                    g.d_dtype = g.c_dtype = CML_F32;
+                    g.beta = 0.5f;
+                }
+                const cml_gemm_desc d =
+                    cml_gemm_desc_init(g.op_a, g.op_b, g.M, g.N, g.K, g.batch, g.a_dtype, g.d_dtype);
+                const cml__gemm_sm90_config cfg = {widths[w], 1, cl, 8, 128, 1};
+                CHECK_MSG(cml__gemm_sm90_config_valid(&d, &cfg), "ping-pong %d wide, c%d refused", widths[w], cl);
+                cml__gemm_sm90_force_config(&cfg);
+                const int before = path_counts[0];
+                const unsigned long long pp_before = cml__gemm_sm90_pingpong_launches();
+                run_case(&g, 5);
+                CHECK_MSG(path_counts[0] == before + 1, "ping-pong %d wide c%d: case %d did not run on sm90",
+                          widths[w], cl, i);
+                /* run_case launches twice (a repeat run checks the bits) */
+                const unsigned long long pp_runs = cml__gemm_sm90_pingpong_launches() - pp_before;
+                CHECK_MSG(i == 2 ? pp_runs == 0 : pp_runs == 2, "ping-pong %d wide c%d, case %d: %llu launches of it",
+                          widths[w], cl, i, pp_runs);
+                forced++;
+            }
+    cml__gemm_sm90_force_config(NULL);
+    printf("  %d forced ping-pong configurations\n", forced);
+    const cml_gemm_desc d = cml_gemm_desc_init(CML_OP_N, CML_OP_T, 1024, 1024, 1024, 1, CML_BF16, CML_BF16);
+    static const cml__gemm_sm90_config refused[] = {
+        {192, 2, 1, 8, 128, 1}, {256, 1, 1, 8, 128, 1}, {128, 1, 1, 8, 64, 1}, {128, 1, 1, 8, 128, 2}};
+    for (int i = 0; i < 4; i++)
+        CHECK_MSG(!cml__gemm_sm90_config_valid(&d, &refused[i]), "ping-pong configuration %d accepted", i);
+    cml_gemm_desc f = cml_gemm_desc_f32(CML_OP_N, CML_OP_T, 1024, 1024, 1024, 1);
+    f.math = CML_GEMM_MATH_TF32;
+    const cml__gemm_sm90_config tf = {128, 1, 1, 8, 128, 1};
+    CHECK_MSG(!cml__gemm_sm90_config_valid(&f, &tf), "tf32 ping-pong accepted");
 }
 
 /* tf32 NN, TN and TT with TMA-aligned D take the launch that reads one M/N-major operand into registers
@@ -715,8 +778,8 @@ static void test_tf32_rs(void) {
         g.bias = s % 4 != 0;
         g.bias_axis = s % 4 == 2 ? CML_BIAS_PER_ROW : CML_BIAS_PER_COLUMN;
         if (s >= n_shapes) {
-            const cml__gemm_sm90_config cfg = s == n_shapes ? (cml__gemm_sm90_config){256, 3, 2, 4, 128}
-                                                            : (cml__gemm_sm90_config){128, 1, 2, 1, 128};
+            const cml__gemm_sm90_config cfg = s == n_shapes ? (cml__gemm_sm90_config){256, 3, 2, 4, 128, 0}
+                                                            : (cml__gemm_sm90_config){128, 1, 2, 1, 128, 0};
             cml__gemm_sm90_force_config(&cfg);
         }
         char desc_str[320];
@@ -800,6 +863,7 @@ int main(void) {
     RUN(test_large);
     RUN(test_split_k);
     RUN(test_sm90_configs);
+    RUN(test_sm90_pingpong);
     RUN(test_tf32_rs);
     RUN(test_report);
     return th_finish();

@@ -100,11 +100,14 @@ cml_status cml__gemm_sm90(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, cons
  * splits (1 = none; each split keeps at least one K block), CTAs per cluster (1, or 2: pairs of
  * vertically adjacent tiles share B through TMA multicast), tile rows visited together, and
  * tile height (128: both consumer warpgroups on one tile; 64, 16-bit inputs only: each
- * consumer on its own tiles, alternating, so one's epilogue overlaps the other's main loop). The
+ * consumer on its own tiles, alternating, so one's epilogue overlaps the other's main loop), and
+ * for 128-row tiles the same alternation (pingpong 1: each consumer a whole tile, 16-bit inputs,
+ * 128 or 192 wide, no K split). The
  * plan for a problem comes from the tuned table (gemm_sm90_tuned.inc, written by `camel tune
  * gemm`) when it lists the exact problem, otherwise from a cost estimate (gemm_sm90.cu). */
 typedef struct cml__gemm_sm90_config {
     int bn, splits, cluster, group_m, rows;
+    int pingpong; /* 128-row tiles only (0 for 64-row ones, which always alternate) */
 } cml__gemm_sm90_config;
 /* Whether the sm90 path can run desc with cfg. */
 bool cml__gemm_sm90_config_valid(const cml_gemm_desc *desc, const cml__gemm_sm90_config *cfg);
@@ -122,6 +125,9 @@ void cml__gemm_sm90_force_config(const cml__gemm_sm90_config *cfg);
  * deep_ring), and forcing that ring on every 192-wide, 128-row tile (mode 1), on none (0), or back to
  * the plan's rule (-1). Process-wide, like cml__gemm_sm90_force_config. */
 unsigned long long cml__gemm_sm90_deep_launches(void);
+/* For tests: how many launches so far ran the 128-row ping-pong kernel (cml__gemm_sm90_config.pingpong; it needs
+ * TMA stores of D, else the cooperative kernel runs the plan's tile). */
+unsigned long long cml__gemm_sm90_pingpong_launches(void);
 void cml__gemm_sm90_force_deep(int mode);
 /* For tests: how many launches so far ran tf32 with an M/N-major operand read into registers instead of
  * transposed (gemm_sm90.cu, rs_plan), and allowing that launch wherever it can run (mode 2), for NN only (1),

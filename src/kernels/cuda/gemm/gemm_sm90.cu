@@ -13,6 +13,7 @@
  * inside D (with TMA stores when D is 16-bit and aligned, element stores otherwise). */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -152,7 +153,7 @@ static cml_status allow_smem(int dev) {
     if (done[dev]) return CML_OK;
     CML_CUDA_TRY(fn, cudaFuncSetAttribute(gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          (int)cml__sm90_smem<BN, STAGES, PP ? 64 : CML_SM90_BM>::total));
+                                          (int)cml__sm90_smem<BN, STAGES, PP == 1 ? 64 : CML_SM90_BM>::total));
     done[dev] = true;
     return CML_OK;
 }
@@ -175,13 +176,44 @@ static cudaLaunchConfig_t cluster_launch(cml_ctx *ctx, cudaLaunchAttribute *attr
     return cfg;
 }
 
+#if CML_SM90_DEV_TIMELINE
+/* Dev builds only: after each launch, the kernel's timeline (gemm_sm90_kernel.cuh, cml__sm90_tl) into
+ * $CML_SM90_TL_DIR/tl_MxNxK_<ops>.txt (overwritten: the file holds the shape's last launch), then the
+ * buffer cleared. The synchronization makes every call slow: time nothing with this build. */
+static void tl_dump(cml_ctx *ctx, const cml_gemm_desc *d, int bn, int stages, int cluster, int splits, int grid) {
+    const char *dir = getenv("CML_SM90_TL_DIR");
+    if (!dir) return;
+    static unsigned long long h[CML_SM90_TL_CTAS * CML_SM90_TL_SLOTS * CML_SM90_TL_EV];
+    cudaStreamSynchronize((cudaStream_t)cml_ctx_stream(ctx));
+    if (cudaMemcpyFromSymbol(h, cml__sm90_tl, sizeof h) != cudaSuccess) return;
+    char path[512];
+    snprintf(path, sizeof path, "%s/tl_%lldx%lldx%lld_%c%c.txt", dir, (long long)d->M, (long long)d->N,
+             (long long)d->K, d->op_a == CML_OP_T ? 'T' : 'N', d->op_b == CML_OP_T ? 'T' : 'N');
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fprintf(f, "shape %lld %lld %lld bn %d stages %d cluster %d splits %d grid %d\n", (long long)d->M,
+                (long long)d->N, (long long)d->K, bn, stages, cluster, splits, grid);
+        for (int c = 0; c < grid && c < CML_SM90_TL_CTAS; c++)
+            for (int sl = 0; sl < CML_SM90_TL_SLOTS; sl++) {
+                const unsigned long long *e = h + ((size_t)c * CML_SM90_TL_SLOTS + sl) * CML_SM90_TL_EV;
+                fprintf(f, "%d %d", c, sl == CML_SM90_TL_SLOTS - 1 ? -1 : sl);
+                for (int k = 0; k < CML_SM90_TL_EV; k++) fprintf(f, " %llu", e[k]);
+                fputc('\n', f);
+            }
+        fclose(f);
+    }
+    memset(h, 0, sizeof h);
+    cudaMemcpyToSymbol(cml__sm90_tl, h, sizeof h);
+}
+#endif
+
 /* PP = 1: 64-row tiles, the two consumers on alternate tiles (their epilogues overlap the other's
  * main loop; twice the tiles for shapes that cannot fill the GPU with 128-row ones). */
 template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PP>
 static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, const void *A, const void *B,
                               const void *C, const cml__gemm_sm90_config *pc, float *ws) {
-    const int dev = ctx->device.index, splits = pc->splits, BM = PP ? 64 : CML_SM90_BM;
-    typedef cml__sm90_smem<BN, STAGES, PP ? 64 : CML_SM90_BM> smem_t;
+    const int dev = ctx->device.index, splits = pc->splits, BM = PP == 1 ? 64 : CML_SM90_BM;
+    typedef cml__sm90_smem<BN, STAGES, PP == 1 ? 64 : CML_SM90_BM> smem_t;
     CML_TRY((allow_smem<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP>(dev)));
     /* stored shapes: A is M x K (op N) or K x M (op T); B is N x K (op T) or K x N (op N).
      * With a cluster, each CTA loads 1/CLUSTER of a K-major B tile's rows.
@@ -250,6 +282,9 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
                           (long long)d->K, (long long)d->batch, clusters * CLUSTER, cudaGetErrorString(e));
     CML_TRY(cml__cuda_check_launch(fn, "gemm_sm90_kernel", cml_dtype_name(d->a_dtype), work,
                                    (unsigned)(clusters * CLUSTER), CML_SM90_THREADS));
+#if CML_SM90_DEV_TIMELINE
+    tl_dump(ctx, d, BN, STAGES, CLUSTER, splits, (int)(clusters * CLUSTER));
+#endif
     return CML_OK;
 }
 
@@ -266,6 +301,9 @@ static bool config_valid(const cml_gemm_desc *d, int kind, const cml__gemm_sm90_
     if (c->group_m < 1 || c->group_m > 64 || c->splits < 1 || c->splits > CML_SM90_MAX_SPLITS) return false;
     if (c->cluster != 1 && c->cluster != 2) return false;
     if (c->rows != 128 && !(c->rows == 64 && is16)) return false;
+    /* 128-row ping-pong: a consumer holds a whole tile's accumulators (bn registers a thread) */
+    if (c->pingpong != 0 && (c->pingpong != 1 || c->rows != 128 || !is16 || c->bn > 192 || c->splits != 1))
+        return false;
     const long long kb = k_blocks_of(d, kind), per_split = (kb + c->splits - 1) / c->splits;
     return (kb + per_split - 1) / per_split == c->splits; /* no split without K blocks */
 }
@@ -287,7 +325,7 @@ static cml__gemm_sm90_config estimate(const cml_ctx *ctx, const cml_gemm_desc *d
     if (sms <= 0) sms = 132;
     const long long k_blocks = k_blocks_of(d, kind);
     const double block_us = 0.56, overhead_blocks = 2.0, bytes_per_us = 5e6, splitk_launch_us = 1.5;
-    cml__gemm_sm90_config best = {256, 1, 1, 16, 128};
+    cml__gemm_sm90_config best = {256, 1, 1, 16, 128, 0};
     double best_us = 1e300;
     const int widths[3] = {256, 192, 128}; /* 192: N = 768 in 4 tiles instead of 3 wide or 6 narrow ones */
     const double block_cost[3] = {1.0, 0.77, 0.54}; /* K-block time relative to a 256-wide tile */
@@ -295,7 +333,7 @@ static cml__gemm_sm90_config estimate(const cml_ctx *ctx, const cml_gemm_desc *d
         const double tiles =
             (double)((d->M + CML_SM90_BM - 1) / CML_SM90_BM) * (double)((d->N + widths[i] - 1) / widths[i]) * d->batch;
         for (int splits = 1; splits <= CML_SM90_MAX_SPLITS; splits++) {
-            const cml__gemm_sm90_config c = {widths[i], splits, 1, 16, 128};
+            const cml__gemm_sm90_config c = {widths[i], splits, 1, 16, 128, 0};
             const long long per_split = (k_blocks + splits - 1) / splits;
             if (!config_valid(d, kind, &c) || (splits > 1 && per_split < 4)) continue;
             const double waves = ceil(tiles * splits / sms);
@@ -326,11 +364,12 @@ typedef struct tuned_entry {
     cml__gemm_sm90_config cfg;
 } tuned_entry;
 
-#define CML_SM90_TUNED(kind, op_a, op_b, M, N, K, batch, rows, bn, splits, cluster, group_m) \
-    {CML_SM90_##kind, op_a, op_b, M, N, K, batch, {bn, splits, cluster, group_m, rows}},
+/* a 13th argument, 1, names the 128-row ping-pong schedule */
+#define CML_SM90_TUNED(kind, op_a, op_b, M, N, K, batch, rows, bn, splits, cluster, group_m, ...) \
+    {CML_SM90_##kind, op_a, op_b, M, N, K, batch, {bn, splits, cluster, group_m, rows, (__VA_ARGS__ + 0)}},
 static const tuned_entry tuned_table[] = {
 #include "kernels/cuda/gemm/gemm_sm90_tuned.inc" /* also defines CML_SM90_TUNED_SMS */
-    {-1, 0, 0, 0, 0, 0, 0, {0, 0, 0, 0, 0}} /* end */
+    {-1, 0, 0, 0, 0, 0, 0, {0, 0, 0, 0, 0, 0}} /* end */
 };
 #undef CML_SM90_TUNED
 #ifndef CML_SM90_TUNED_SMS
@@ -373,13 +412,13 @@ static cml__gemm_sm90_config plan(const cml_ctx *ctx, const cml_gemm_desc *d, in
 extern "C" cml__gemm_sm90_config cml__gemm_sm90_chosen_config(const cml_ctx *ctx, const cml_gemm_desc *d,
                                                               bool *tuned) {
     const int kind = input_kind(d);
-    if (kind < 0) return cml__gemm_sm90_config{0, 0, 0, 0, 0};
+    if (kind < 0) return cml__gemm_sm90_config{0, 0, 0, 0, 0, 0};
     return plan(ctx, d, kind, tuned);
 }
 
 extern "C" cml__gemm_sm90_config cml__gemm_sm90_estimate_config(const cml_ctx *ctx, const cml_gemm_desc *d) {
     const int kind = input_kind(d);
-    if (kind < 0) return cml__gemm_sm90_config{0, 0, 0, 0, 0};
+    if (kind < 0) return cml__gemm_sm90_config{0, 0, 0, 0, 0, 0};
     return estimate(ctx, d, kind);
 }
 
@@ -583,9 +622,32 @@ static cml_status sm90_run_tile(cml_ctx *ctx, const sm90_layout *l, void *D, con
     return sm90_launch<128, 6, KIND, TRANS_A, TRANS_B, CLUSTER, PP>(ctx, &l->e, D, A, B, C, c, partials);
 }
 
+static unsigned long long pingpong_launches;
+extern "C" unsigned long long cml__gemm_sm90_pingpong_launches(void) {
+    return __atomic_load_n(&pingpong_launches, __ATOMIC_RELAXED);
+}
+
+/* The 128-row ping-pong kernels: a consumer's epilogue runs under the other's main loop, so the 192-wide ring
+ * takes 5 stages whatever the tile count (its three-round epilogue is hidden). */
+template <int KIND, int TRANS_A, int TRANS_B, int CLUSTER>
+static cml_status sm90_run_pingpong(cml_ctx *ctx, const sm90_layout *l, void *D, const void *A, const void *B,
+                                    const void *C) {
+    if (l->pl.bn == 192)
+        return sm90_launch<192, 5, KIND, TRANS_A, TRANS_B, CLUSTER, 2>(ctx, &l->e, D, A, B, C, &l->pl, NULL);
+    return sm90_launch<128, 6, KIND, TRANS_A, TRANS_B, CLUSTER, 2>(ctx, &l->e, D, A, B, C, &l->pl, NULL);
+}
+
 template <int KIND, int TRANS_A, int TRANS_B>
 static cml_status sm90_run(cml_ctx *ctx, const sm90_layout *l, void *D, const void *A, const void *B, const void *C,
                            float *partials) {
+    /* 128-row ping-pong (config_valid's rules), only with TMA stores of D (its kernel has no other epilogue):
+     * else the same tile in the cooperative kernel */
+    if constexpr (KIND == CML_SM90_BF16 || KIND == CML_SM90_F16)
+        if (l->pl.pingpong && tma_store_ok(&l->e, D) && (l->e.batch == 1 || l->e.stride_d != 0)) {
+            __atomic_fetch_add(&pingpong_launches, 1ull, __ATOMIC_RELAXED);
+            if (l->pl.cluster == 2) return sm90_run_pingpong<KIND, TRANS_A, TRANS_B, 2>(ctx, l, D, A, B, C);
+            return sm90_run_pingpong<KIND, TRANS_A, TRANS_B, 1>(ctx, l, D, A, B, C);
+        }
     if constexpr (KIND == CML_SM90_BF16 || KIND == CML_SM90_F16) /* 64-row tiles: 16-bit inputs only */
         if (l->pl.rows == 64) {
             if (l->pl.cluster == 2) return sm90_run_tile<KIND, TRANS_A, TRANS_B, 2, 1>(ctx, l, D, A, B, C, partials);

@@ -47,6 +47,40 @@
 #define CML_SM90_DEV_PRODUCER_SPIN 0
 #endif
 
+/* Dev builds only (dev/gemm_sm90/timeline.py) set CML_SM90_DEV_TIMELINE to 1: each CTA of the first
+ * CML_SM90_TL_CTAS records clock64 stamps of its first CML_SM90_TL_SLOTS - 1 tiles in cml__sm90_tl
+ * (CML_SM90_TL_EV words a tile: consumer 0's tile start, first stage landed, main loop end,
+ * epilogue end; consumer 1's main loop end and epilogue end; the producer's first and last load
+ * issue) and in its last slot the start / end clock64, start / end %globaltimer and %smid; the host
+ * (gemm_sm90.cu) writes them out after the launch. The library is built with 0 (compiled out). */
+#ifndef CML_SM90_DEV_TIMELINE
+#define CML_SM90_DEV_TIMELINE 0
+#endif
+#if CML_SM90_DEV_TIMELINE
+#define CML_SM90_TL_CTAS 264
+#define CML_SM90_TL_SLOTS 16
+#define CML_SM90_TL_EV 8
+static __device__ unsigned long long cml__sm90_tl[CML_SM90_TL_CTAS * CML_SM90_TL_SLOTS * CML_SM90_TL_EV];
+static __device__ __forceinline__ unsigned long long cml__sm90_gtimer(void) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+#define CML_SM90_TL(slot, ev, value)                                                                                 \
+    do {                                                                                                             \
+        if (blockIdx.x < CML_SM90_TL_CTAS && (slot) < CML_SM90_TL_SLOTS - 1)                                         \
+            cml__sm90_tl[(blockIdx.x * CML_SM90_TL_SLOTS + (slot)) * CML_SM90_TL_EV + (ev)] = (value);               \
+    } while (0)
+#define CML_SM90_TL_META(ev, value)                                                                                  \
+    do {                                                                                                             \
+        if (blockIdx.x < CML_SM90_TL_CTAS)                                                                           \
+            cml__sm90_tl[(blockIdx.x * CML_SM90_TL_SLOTS + CML_SM90_TL_SLOTS - 1) * CML_SM90_TL_EV + (ev)] = (value); \
+    } while (0)
+#else
+#define CML_SM90_TL(slot, ev, value) ((void)0)
+#define CML_SM90_TL_META(ev, value) ((void)0)
+#endif
+
 #define CML_SM90_BM 128      /* tile rows: two consumer warpgroups of 64 */
 #define CML_SM90_THREADS 384 /* producer + two consumers */
 #define CML_SM90_ROW_BYTES 128
@@ -272,7 +306,10 @@ static __device__ __forceinline__ void cml__sm90_finish4(const cml__gemm_epi *e,
 }
 
 /* cml__sm90_finish4 packed as two pairs of 16-bit D. Not inlined: one copy serves all BN / 2 quads of a tile
- * (code size is what matters). */
+ * (code size is what matters). COPY 1: the 128-row ping-pong kernels' own copy (a routine's registers are
+ * allocated for its tightest caller; theirs hold BN accumulators across the call, and would make the shared copy
+ * spill). */
+template <int COPY>
 static __device__ __noinline__ uint2 cml__sm90_finish_quad(const cml__gemm_epi *e, float s, float a0, float a1,
                                                            float a2, float a3, long long m, long long n) {
     float z[4];
@@ -290,7 +327,7 @@ enum { CML_SM90_Z_BF16 = 0, CML_SM90_Z_BF16_SCALED, CML_SM90_Z_F16_SCALED, CML_S
 /* One round's blocks c0.. of the TMA epilogue into shared memory (stmatrix, 128-byte swizzle: see
  * cml__sm90_tma_epilogue), each quad as Z (CML_SM90_Z_*) says: a compile-time choice, so a quad is
  * its few conversions and one stmatrix, with no branch and no code of the other kinds. */
-template <int BN, int NBUF, int Z>
+template <int BN, int NBUF, int Z, int COPY>
 static __device__ __forceinline__ void cml__sm90_stage_blocks(const cml__gemm_epi *e, const float *acc,
                                                               uint8_t *blocks, int c0, int warp, int lane, int row0,
                                                               int col0, float s) {
@@ -323,8 +360,8 @@ static __device__ __forceinline__ void cml__sm90_stage_blocks(const cml__gemm_ep
                                 cml__sm90_pack2(bf, s * acc[r + 6], s * acc[r + 7]));
             } else {
                 const long long m = (long long)row0 + frag_row, n = (long long)col0 + 8 * q + 2 * (lane % 4);
-                lo = cml__sm90_finish_quad(e, s, acc[r], acc[r + 1], acc[r + 2], acc[r + 3], m, n);
-                hi = cml__sm90_finish_quad(e, s, acc[r + 4], acc[r + 5], acc[r + 6], acc[r + 7], m, n + 8);
+                lo = cml__sm90_finish_quad<COPY>(e, s, acc[r], acc[r + 1], acc[r + 2], acc[r + 3], m, n);
+                hi = cml__sm90_finish_quad<COPY>(e, s, acc[r + 4], acc[r + 5], acc[r + 6], acc[r + 7], m, n + 8);
             }
             /* 16-byte chunk 2j (+1 for matrices 2, 3) of the row, XOR the row's index in its 8-row atom */
             const uint32_t a = row_addr + ((((uint32_t)(2 * j + (mi >> 1))) ^ swz) << 4);
@@ -434,7 +471,7 @@ static __device__ __forceinline__ void cml__sm90_tma_epilogue_f32(const cml__gem
  * the tensor cores' arithmetic (wgmma from zero) or of the split-K gather's adds, and arithmetic
  * returns only quiet NaNs (the canonical one on this hardware), which the multiply passes through;
  * the conversion then sees the same bits either way. */
-template <int BN, int NBUF, int KIND>
+template <int BN, int NBUF, int KIND, int COPY = 0>
 static __device__ __forceinline__ void cml__sm90_tma_epilogue(const cml__gemm_epi *e, const CUtensorMap *map_d,
                                                               const float *acc, uint8_t *blocks, int consumer,
                                                               bool leader, int warp, int lane, int row0, int col0,
@@ -458,13 +495,13 @@ static __device__ __forceinline__ void cml__sm90_tma_epilogue(const cml__gemm_ep
         if (leader) cml__bulk_wait_read<0>(); /* every earlier store is done reading its block */
         cml__sm90_consumer_sync(consumer);
         if (copy)
-            cml__sm90_stage_blocks<BN, NBUF, CML_SM90_Z_BF16>(e, acc, blocks, c0, warp, lane, row0, col0, s);
+            cml__sm90_stage_blocks<BN, NBUF, CML_SM90_Z_BF16, COPY>(e, acc, blocks, c0, warp, lane, row0, col0, s);
         else if (finish)
-            cml__sm90_stage_blocks<BN, NBUF, CML_SM90_Z_FINISH>(e, acc, blocks, c0, warp, lane, row0, col0, s);
+            cml__sm90_stage_blocks<BN, NBUF, CML_SM90_Z_FINISH, COPY>(e, acc, blocks, c0, warp, lane, row0, col0, s);
         else if (f16)
-            cml__sm90_stage_blocks<BN, NBUF, CML_SM90_Z_F16_SCALED>(e, acc, blocks, c0, warp, lane, row0, col0, s);
+            cml__sm90_stage_blocks<BN, NBUF, CML_SM90_Z_F16_SCALED, COPY>(e, acc, blocks, c0, warp, lane, row0, col0, s);
         else
-            cml__sm90_stage_blocks<BN, NBUF, CML_SM90_Z_BF16_SCALED>(e, acc, blocks, c0, warp, lane, row0, col0, s);
+            cml__sm90_stage_blocks<BN, NBUF, CML_SM90_Z_BF16_SCALED, COPY>(e, acc, blocks, c0, warp, lane, row0, col0, s);
         cml__fence_proxy_async_smem();
         cml__sm90_consumer_sync(consumer);
 #if CML_SM90_DEV_EPI != 2 /* dev only (2): the staging writes without the TMA stores */
@@ -757,15 +794,20 @@ static __device__ __forceinline__ void cml__sm90_tma_epilogue_f32t(const cml__ge
  * PINGPONG = 0 (cooperative): both consumers share each 128-row tile, 64 rows each.
  * PINGPONG = 1: tiles of 64 rows; the consumers take alternate tiles, so that one's
  * epilogue overlaps the other's main loop (the stages of a tile belong to one consumer).
- * The ping-pong mode is instantiated only by dev/gemm_sm90/harness.cu until it is measured. */
+ * PINGPONG = 2: the same with tiles of 128 rows: a consumer issues two m64 wgmmas a K step into two
+ * 64 x BN accumulator halves (BN registers a thread: BN <= 192) and stores both. The producer's
+ * loads are the cooperative kernel's. Launched only without split K and with TMA stores of D (gemm_sm90.cu,
+ * sm90_run): its general epilogue is not compiled, so that the shared store routine keeps its registers. */
 template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PINGPONG = 0>
 static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_d, const __grid_constant__ cml__gemm_epi epi,
                      const __grid_constant__ cml__sm90_problem prob) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    const int BM = PINGPONG ? 64 : CML_SM90_BM; /* rows of a tile */
-    typedef cml__sm90_smem<BN, STAGES, PINGPONG ? 64 : CML_SM90_BM> smem_t;
+    const int BM = PINGPONG == 1 ? 64 : CML_SM90_BM; /* rows of a tile */
+    typedef cml__sm90_smem<BN, STAGES, PINGPONG == 1 ? 64 : CML_SM90_BM> smem_t;
+    static_assert(PINGPONG != 2 || BN <= 192, "128-row ping-pong tiles hold BN accumulators a thread");
+    constexpr int ACC = PINGPONG == 2 ? BN : BN / 2; /* accumulators a thread */
     const int elems_per_row = CML_SM90_ROW_BYTES / cml__sm90_kind<KIND>::bytes; /* K elements per stage */
     extern __shared__ uint8_t cml__sm90_smem_raw[];
     uint8_t *smem = (uint8_t *)(((uintptr_t)cml__sm90_smem_raw + 1023) & ~(uintptr_t)1023);
@@ -792,6 +834,15 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
      * init fence publishes them; a release barrier would cost ~0.7 us a launch, session 20) */
     if (CLUSTER > 1) cml__cluster_sync_relaxed();
     else __syncthreads();
+#if CML_SM90_DEV_TIMELINE
+    if (threadIdx.x == 0) {
+        unsigned smid;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+        CML_SM90_TL_META(0, clock64());
+        CML_SM90_TL_META(2, cml__sm90_gtimer());
+        CML_SM90_TL_META(4, smid);
+    }
+#endif
 
     const int total = prob.n_groups ? prob.groups[prob.n_groups - 1].tile_end
                                     : prob.cluster_rows * prob.tiles_n * prob.batch * max(prob.splits, 1);
@@ -819,7 +870,13 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
             int s = 0;
             uint32_t parity = 1;
             int g = 0, acquired = -1;
+#if CML_SM90_DEV_TIMELINE
+            int tl_tile = 0;
+#endif
             for (int tile = first; tile < total; tile += step) {
+#if CML_SM90_DEV_TIMELINE
+                const int tl_slot = tl_tile++;
+#endif
                 int tm, tn, b, k_first, k_blocks;
                 cml__sm90_locate(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
                 if (prob.splits > 1) b /= prob.splits; /* the operands' batch */
@@ -836,6 +893,9 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                 for (int kb = 0; kb < k_blocks; kb++, k0 += elems_per_row) {
                     const uint32_t fb = full0 + 8 * s;
                     cml__mbar_wait_at(empty0 + 8 * s, parity);
+#if CML_SM90_DEV_TIMELINE
+                    if (kb == 0) CML_SM90_TL(tl_slot, 6, clock64());
+#endif
 #if CML_SM90_DEV_PRODUCER_SPIN > 0 /* dev builds only: producer headroom sweep (E1) */
                     for (const long long t0 = clock64(); clock64() - t0 < CML_SM90_DEV_PRODUCER_SPIN;) {
                     }
@@ -866,6 +926,9 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                     } else {
                         cml__tma_load_3d_at(sb, mb, fb, k0, n0, bb);
                     }
+#if CML_SM90_DEV_TIMELINE
+                    if (kb == k_blocks - 1) CML_SM90_TL(tl_slot, 7, clock64());
+#endif
                     if (++s == STAGES) {
                         s = 0;
                         parity ^= 1;
@@ -892,7 +955,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
         const int consumer = warpgroup - 1;
         const bool leader = (threadIdx.x % 128) == 0;
         const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
-        float acc[BN / 2];
+        float acc[ACC];
         int g = 0, mine = 0, d_acquired = -1;
         /* The k-block path is on the critical path (dev/gemm_sm90/README.md, "the consumer loop"):
          * the barriers by 32-bit shared addresses, each wgmma's descriptors a low word built here once
@@ -949,7 +1012,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
             }
             if (PINGPONG && mine > 0) cml__sm90_order_wait(consumer); /* tile mine - 1's main loop is done */
 #pragma unroll
-            for (int i = 0; i < BN / 2; i++) acc[i] = 0.0f;
+            for (int i = 0; i < ACC; i++) acc[i] = 0.0f;
             if constexpr (RS) { /* two fragment sets in turn (cml__sm90_rs_kblock) */
                 uint32_t f0[16], f1[16];
                 cml__sm90_ring r = {s, prev, it, parity};
@@ -965,19 +1028,30 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                         acc, f0, &r, kb == 0, full0, empty0, frag0, frag1, b_lo, leader);
                 s = r.s, prev = r.prev, it = r.it, parity = r.parity;
             } else {
+#if CML_SM90_DEV_TIMELINE
+                if (leader && consumer == 0) CML_SM90_TL(mine, 0, clock64());
+#endif
                 for (int kb = 0; kb < k_blocks; kb++, it++) {
                     if constexpr (!WRAP) s = it % STAGES, parity = (uint32_t)(it / STAGES) & 1u;
                     cml__mbar_wait_at(full0 + 8 * s, parity);
+#if CML_SM90_DEV_TIMELINE
+                    if (kb == 0 && leader && consumer == 0) CML_SM90_TL(mine, 1, clock64());
+#endif
                     const uint32_t da = a_lo + s * (smem_t::a_bytes >> 4), db = b_lo + s * (smem_t::b_bytes >> 4);
                     cml__wgmma_fence();
 #pragma unroll
-                    for (int k = 0; k < 4; k++)
+                    for (int k = 0; k < 4; k++) {
                         cml__sm90_mma<BN, KIND, TRANS_A, TRANS_B>(acc, cml__sm90_desc(da + k * step_a),
                                                                   cml__sm90_desc(db + k * step_b));
+                        if constexpr (PINGPONG == 2) /* rows 64..127: the next 8 KB of the A stage, either layout */
+                            cml__sm90_mma<BN, KIND, TRANS_A, TRANS_B>(
+                                acc + BN / 2, cml__sm90_desc(da + ((64 * CML_SM90_ROW_BYTES) >> 4) + k * step_a),
+                                cml__sm90_desc(db + k * step_b));
+                    }
                     cml__wgmma_commit();
                     /* keep this stage's wgmmas in flight; the previous stage's are done: free it */
                     cml__wgmma_wait<1>();
-                    cml__wgmma_reg_fence<BN / 2>(acc);
+                    cml__wgmma_reg_fence<ACC>(acc);
                     if (kb > 0 && leader) cml__sm90_release_at(empty0 + 8 * prev, CLUSTER);
                     prev = s;
                     if (WRAP && ++s == STAGES) {
@@ -987,8 +1061,11 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                 }
             }
             cml__wgmma_wait<0>();
-            cml__wgmma_reg_fence<BN / 2>(acc);
+            cml__wgmma_reg_fence<ACC>(acc);
             if (leader) cml__sm90_release_at(empty0 + 8 * prev, CLUSTER);
+#if CML_SM90_DEV_TIMELINE
+            if (leader) CML_SM90_TL(mine, consumer == 0 ? 2 : 4, clock64());
+#endif
             if (PINGPONG && tile + step < total) cml__sm90_order_signal(1 - consumer); /* the next tile's owner */
 #if CML_SM90_DEV_EPI == 1 /* dev/gemm_sm90/harness.cu only: time the main loop without any epilogue */
             continue;
@@ -996,7 +1073,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
             if (epi.alpha != 12345.0f) continue;
 #endif
             tm = tm * CLUSTER + rank;
-            if (prob.splits > 1) { /* only the split that arrives last stores D (cml__sm90_problem) */
+            if (PINGPONG != 2 && prob.splits > 1) { /* only the split that arrives last stores D (cml__sm90_problem) */
                 const int split = b % prob.splits;
                 b /= prob.splits;
                 if (tm >= prob.tiles_m) continue; /* the odd cluster row past M: nothing to store */
@@ -1017,9 +1094,14 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                 continue;
             }
             if (tma_store) {
-                cml__sm90_tma_epilogue<BN, smem_t::out_bufs, KIND>(
-                    ep, md, acc, (uint8_t *)epi_stage + consumer * (smem_t::epi_region / 2), consumer,
-                    leader, warp, lane, tm * BM + (PINGPONG ? 0 : consumer * 64), tn * BN, b);
+#pragma unroll
+                for (int h = 0; h < (PINGPONG == 2 ? 2 : 1); h++) /* 128-row ping-pong: the two 64-row halves */
+                    cml__sm90_tma_epilogue<BN, smem_t::out_bufs, KIND, PINGPONG == 2>(
+                        ep, md, acc + h * (BN / 2), (uint8_t *)epi_stage + consumer * (smem_t::epi_region / 2),
+                        consumer, leader, warp, lane, tm * BM + (PINGPONG ? 64 * h : consumer * 64), tn * BN, b);
+#if CML_SM90_DEV_TIMELINE
+                if (leader) CML_SM90_TL(mine, consumer == 0 ? 3 : 5, clock64());
+#endif
                 continue;
             }
 
@@ -1029,26 +1111,35 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
              * mixes them, and the consumers may be a tile apart); before the first
              * consumer_sync below lets anyone write, the leader waits until this consumer's
              * earlier TMA stores have read their blocks */
-            float *stage = (float *)((uint8_t *)epi_stage + consumer * (smem_t::epi_region / 2));
-            if (leader) cml__bulk_wait_read<0>();
-            const int frag_row = 16 * warp + lane / 4, frag_col = 2 * (lane % 4);
-            const long long row0 = (long long)tm * BM + (PINGPONG ? 0 : consumer * 64);
+            if constexpr (PINGPONG != 2) { /* the 128-row ping-pong kernel always stores by TMA (above) */
+                float *stage = (float *)((uint8_t *)epi_stage + consumer * (smem_t::epi_region / 2));
+                if (leader) cml__bulk_wait_read<0>();
+                const int frag_row = 16 * warp + lane / 4, frag_col = 2 * (lane % 4);
+                const long long row0 = (long long)tm * BM + (PINGPONG ? 0 : consumer * 64);
 #pragma unroll
-            for (int blk = 0; blk < BN / CML_SM90_EPI_COLS; blk++) {
-                cml__sm90_consumer_sync(consumer); /* the previous block has been read */
+                for (int blk = 0; blk < BN / CML_SM90_EPI_COLS; blk++) {
+                    cml__sm90_consumer_sync(consumer); /* the previous block has been read */
 #pragma unroll
-                for (int q = 0; q < CML_SM90_EPI_COLS / 8; q++) {
-                    const int r = 4 * (blk * CML_SM90_EPI_COLS / 8 + q);
-                    float *p = stage + frag_row * CML_SM90_EPI_STRIDE + 8 * q + frag_col;
-                    *(float2 *)p = make_float2(acc[r], acc[r + 1]);
-                    *(float2 *)(p + 8 * CML_SM90_EPI_STRIDE) = make_float2(acc[r + 2], acc[r + 3]);
+                    for (int q = 0; q < CML_SM90_EPI_COLS / 8; q++) {
+                        const int r = 4 * (blk * CML_SM90_EPI_COLS / 8 + q);
+                        float *p = stage + frag_row * CML_SM90_EPI_STRIDE + 8 * q + frag_col;
+                        *(float2 *)p = make_float2(acc[r], acc[r + 1]);
+                        *(float2 *)(p + 8 * CML_SM90_EPI_STRIDE) = make_float2(acc[r + 2], acc[r + 3]);
+                    }
+                    cml__sm90_consumer_sync(consumer);
+                    cml__sm90_store_block(ep, stage, b, row0, (long long)tn * BN + blk * CML_SM90_EPI_COLS,
+                                          threadIdx.x % 128);
                 }
-                cml__sm90_consumer_sync(consumer);
-                cml__sm90_store_block(ep, stage, b, row0, (long long)tn * BN + blk * CML_SM90_EPI_COLS,
-                                      threadIdx.x % 128);
             }
         }
         if (leader) cml__bulk_wait<0>(); /* any TMA stores' reads of shared memory are done */
+#if CML_SM90_DEV_TIMELINE
+        if (leader && consumer == 0) {
+            CML_SM90_TL_META(1, clock64());
+            CML_SM90_TL_META(3, cml__sm90_gtimer());
+            CML_SM90_TL_META(5, (unsigned long long)mine);
+        }
+#endif
     }
 #endif
 }
