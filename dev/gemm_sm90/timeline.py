@@ -64,6 +64,11 @@ def summarize(path):
         print(f"  {s:4d} {len(rows):5d} {w:10.0f} {m:10.0f} {ideal / m:5.3f} {ep:9.0f} {sk:6.0f} {ld:10.0f} |"
               f" {us(w):5.2f} {us(m):6.2f} {us(ep):5.2f}")
     ramp = med([d["tiles"][0][0] - d["meta"][0] for d in live if 0 in d["tiles"]])
+    init = med([d["meta"][0] - d["meta"][6] for d in live if d["meta"][6]])
+    located = med([d["meta"][7] - d["meta"][0] for d in live if d["meta"][7]])
+    issued = med([d["tiles"][0][6] - d["meta"][0] for d in live if 0 in d["tiles"] and d["tiles"][0][6]])
+    print(f"  entry -> barriers initialized {init:.0f} cyc; then the producer's first tile located {located:.0f}, "
+          f"its first load issued {issued:.0f}")
     tails = []
     for d in live:
         last = max(d["tiles"]) if d["tiles"] else None

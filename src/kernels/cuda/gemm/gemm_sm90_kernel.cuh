@@ -51,7 +51,8 @@
  * CML_SM90_TL_CTAS records clock64 stamps of its first CML_SM90_TL_SLOTS - 1 tiles in cml__sm90_tl
  * (CML_SM90_TL_EV words a tile: consumer 0's tile start, first stage landed, main loop end,
  * epilogue end; consumer 1's main loop end and epilogue end; the producer's first and last load
- * issue) and in its last slot the start / end clock64, start / end %globaltimer and %smid; the host
+ * issue) and in its last slot the start / end clock64, start / end %globaltimer, %smid, its tile count, the
+ * clock64 at entry (before the barriers' init) and the producer's after its first tile's place is known; the host
  * (gemm_sm90.cu) writes them out after the launch. The library is built with 0 (compiled out). */
 #ifndef CML_SM90_DEV_TIMELINE
 #define CML_SM90_DEV_TIMELINE 0
@@ -822,6 +823,9 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
      * refilled only when the consumers of both CTAs are done with it. */
     const int rank = CLUSTER > 1 ? (int)cml__cluster_rank() : 0;
 
+#if CML_SM90_DEV_TIMELINE
+    if (threadIdx.x == 0) CML_SM90_TL_META(6, clock64());
+#endif
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
             cml__mbar_init(&full[s], 1);
@@ -880,6 +884,9 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                 int tm, tn, b, k_first, k_blocks;
                 cml__sm90_locate(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
                 if (prob.splits > 1) b /= prob.splits; /* the operands' batch */
+#if CML_SM90_DEV_TIMELINE
+                if (tl_slot == 0) CML_SM90_TL_META(7, clock64());
+#endif
                 const CUtensorMap *ma = prob.n_groups ? &prob.groups[g].map_a : &map_a;
                 const CUtensorMap *mb = prob.n_groups ? &prob.groups[g].map_b : &map_b;
                 if (prob.n_groups && g != acquired) { /* maps copied into global memory by the host */
