@@ -675,8 +675,8 @@ static void test_sm90_configs(void) {
  * warpgroup a whole tile, the two alternating, one's epilogue under the other's main loop. Forced 192 and 128 wide,
  * clusters of 1 and 2, every op pair, over batches of 4 so that each CTA's consumers take several turns (2-6 tiles a
  * CTA on 132 SMs), with edge tiles, K not a multiple of 64, bias + GELU and fp16; each must have run that kernel
- * (its launch counter). f32 D with beta * C (no TMA stores) must run the cooperative kernel instead. A K split,
- * 256-wide or 64-row tiles and tf32 must be refused. */
+ * (its launch counter); tf32 NT (K-major operands) 128 wide likewise. f32 D with beta * C (no TMA stores) must run
+ * the cooperative kernel instead. A K split, 256-wide or 64-row tiles and 192-wide tf32 must be refused. */
 static void test_sm90_pingpong(void) {
     if (cml__cuda_arch(0) != 90) {
         printf("  (not an sm_90 device: skipped)\n");
@@ -721,6 +721,18 @@ static void test_sm90_pingpong(void) {
                           widths[w], cl, i, pp_runs);
                 forced++;
             }
+    for (int cl = 1; cl <= 2; cl++) { /* tf32, K-major operands as stored: no transposes, no register operand */
+        gemm_case g = gemm_case_make(CML_OP_N, CML_OP_T, 900, 1000, 200, 4);
+        g.math = CML_GEMM_MATH_TF32;
+        g.tma_strides = true;
+        g.bias = cl == 2;
+        const cml__gemm_sm90_config cfg = {128, 1, cl, 8, 128, 1};
+        cml__gemm_sm90_force_config(&cfg);
+        const unsigned long long pp_before = cml__gemm_sm90_pingpong_launches();
+        run_case(&g, 5);
+        CHECK_MSG(cml__gemm_sm90_pingpong_launches() - pp_before == 2, "tf32 ping-pong c%d did not run it", cl);
+        forced++;
+    }
     cml__gemm_sm90_force_config(NULL);
     printf("  %d forced ping-pong configurations\n", forced);
     const cml_gemm_desc d = cml_gemm_desc_init(CML_OP_N, CML_OP_T, 1024, 1024, 1024, 1, CML_BF16, CML_BF16);
@@ -730,8 +742,9 @@ static void test_sm90_pingpong(void) {
         CHECK_MSG(!cml__gemm_sm90_config_valid(&d, &refused[i]), "ping-pong configuration %d accepted", i);
     cml_gemm_desc f = cml_gemm_desc_f32(CML_OP_N, CML_OP_T, 1024, 1024, 1024, 1);
     f.math = CML_GEMM_MATH_TF32;
-    const cml__gemm_sm90_config tf = {128, 1, 1, 8, 128, 1};
-    CHECK_MSG(!cml__gemm_sm90_config_valid(&f, &tf), "tf32 ping-pong accepted");
+    const cml__gemm_sm90_config tf = {128, 1, 1, 8, 128, 1}, tf192 = {192, 1, 1, 8, 128, 1};
+    CHECK_MSG(cml__gemm_sm90_config_valid(&f, &tf), "tf32 ping-pong refused");
+    CHECK_MSG(!cml__gemm_sm90_config_valid(&f, &tf192), "192-wide tf32 ping-pong accepted");
 }
 
 /* tf32 NN, TN and TT with TMA-aligned D take the launch that reads one M/N-major operand into registers

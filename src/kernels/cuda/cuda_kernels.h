@@ -101,8 +101,8 @@ cml_status cml__gemm_sm90(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, cons
  * vertically adjacent tiles share B through TMA multicast), tile rows visited together, and
  * tile height (128: both consumer warpgroups on one tile; 64, 16-bit inputs only: each
  * consumer on its own tiles, alternating, so one's epilogue overlaps the other's main loop), and
- * for 128-row tiles the same alternation (pingpong 1: each consumer a whole tile, 16-bit inputs,
- * 128 or 192 wide, no K split). The
+ * for 128-row tiles the same alternation (pingpong 1: each consumer a whole tile, 16-bit inputs
+ * 128 or 192 wide, tf32 128 wide, no K split). The
  * plan for a problem comes from the tuned table (gemm_sm90_tuned.inc, written by `camel tune
  * gemm`) when it lists the exact problem, otherwise from a cost estimate (gemm_sm90.cu). */
 typedef struct cml__gemm_sm90_config {

@@ -301,8 +301,10 @@ static bool config_valid(const cml_gemm_desc *d, int kind, const cml__gemm_sm90_
     if (c->group_m < 1 || c->group_m > 64 || c->splits < 1 || c->splits > CML_SM90_MAX_SPLITS) return false;
     if (c->cluster != 1 && c->cluster != 2) return false;
     if (c->rows != 128 && !(c->rows == 64 && is16)) return false;
-    /* 128-row ping-pong: a consumer holds a whole tile's accumulators (bn registers a thread) */
-    if (c->pingpong != 0 && (c->pingpong != 1 || c->rows != 128 || !is16 || c->bn > 192 || c->splits != 1))
+    /* 128-row ping-pong: a consumer holds a whole tile's accumulators (bn registers a thread); tf32 128 wide (its
+     * launches with an operand read into registers run the cooperative kernel instead: sm90_run) */
+    if (c->pingpong != 0 && (c->pingpong != 1 || c->rows != 128 || (!is16 && kind != CML_SM90_TF32) || c->bn > 192 ||
+                             c->splits != 1))
         return false;
     const long long kb = k_blocks_of(d, kind), per_split = (kb + c->splits - 1) / c->splits;
     return (kb + per_split - 1) / per_split == c->splits; /* no split without K blocks */
@@ -632,8 +634,9 @@ extern "C" unsigned long long cml__gemm_sm90_pingpong_launches(void) {
 template <int KIND, int TRANS_A, int TRANS_B, int CLUSTER>
 static cml_status sm90_run_pingpong(cml_ctx *ctx, const sm90_layout *l, void *D, const void *A, const void *B,
                                     const void *C) {
-    if (l->pl.bn == 192)
-        return sm90_launch<192, 5, KIND, TRANS_A, TRANS_B, CLUSTER, 2>(ctx, &l->e, D, A, B, C, &l->pl, NULL);
+    if constexpr (KIND != CML_SM90_TF32)
+        if (l->pl.bn == 192)
+            return sm90_launch<192, 5, KIND, TRANS_A, TRANS_B, CLUSTER, 2>(ctx, &l->e, D, A, B, C, &l->pl, NULL);
     return sm90_launch<128, 6, KIND, TRANS_A, TRANS_B, CLUSTER, 2>(ctx, &l->e, D, A, B, C, &l->pl, NULL);
 }
 
@@ -642,7 +645,7 @@ static cml_status sm90_run(cml_ctx *ctx, const sm90_layout *l, void *D, const vo
                            float *partials) {
     /* 128-row ping-pong (config_valid's rules), only with TMA stores of D (its kernel has no other epilogue):
      * else the same tile in the cooperative kernel */
-    if constexpr (KIND == CML_SM90_BF16 || KIND == CML_SM90_F16)
+    if constexpr (KIND == CML_SM90_BF16 || KIND == CML_SM90_F16 || (KIND == CML_SM90_TF32 && !TRANS_A && !TRANS_B))
         if (l->pl.pingpong && tma_store_ok(&l->e, D) && (l->e.batch == 1 || l->e.stride_d != 0)) {
             __atomic_fetch_add(&pingpong_launches, 1ull, __ATOMIC_RELAXED);
             if (l->pl.cluster == 2) return sm90_run_pingpong<KIND, TRANS_A, TRANS_B, 2>(ctx, l, D, A, B, C);

@@ -796,7 +796,7 @@ static __device__ __forceinline__ void cml__sm90_tma_epilogue_f32t(const cml__ge
  * PINGPONG = 1: tiles of 64 rows; the consumers take alternate tiles, so that one's
  * epilogue overlaps the other's main loop (the stages of a tile belong to one consumer).
  * PINGPONG = 2: the same with tiles of 128 rows: a consumer issues two m64 wgmmas a K step into two
- * 64 x BN accumulator halves (BN registers a thread: BN <= 192) and stores both. The producer's
+ * 64 x BN accumulator halves (BN registers a thread: BN <= 192; tf32 only without TRANS_A, RS) and stores both. The producer's
  * loads are the cooperative kernel's. Launched only without split K and with TMA stores of D (gemm_sm90.cu,
  * sm90_run): its general epilogue is not compiled, so that the shared store routine keeps its registers. */
 template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PINGPONG = 0>
