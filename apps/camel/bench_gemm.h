@@ -35,6 +35,7 @@ typedef struct bg_options {
     cml_op ops[4][2];
     int n_ops;
     int64_t max_f32;
+    int64_t tokens; /* the gpt2 set's M (forward, dX) or K (dW) */
     int reps;
     const char *json_path, *commit;
     char command[1024];

@@ -105,13 +105,12 @@ static void add(case_list *l, bg_set set, bg_dtype dt, const char *op, const cha
     c->batch = batch;
 }
 
-/* GPT-2 124M at 8192 tokens: (name, N, K) of each Linear, weights stored (N, K). */
+/* GPT-2 124M at --tokens tokens (8192 by default): (name, N, K) of each Linear, weights stored (N, K). */
 static const struct {
     const char *name;
     int64_t N, K;
 } GPT2_LINEARS[] = {{"attn_qkv", 2304, 768}, {"attn_proj", 768, 768}, {"mlp_fc", 3072, 768},
                     {"mlp_proj", 768, 3072}, {"lm_head", 50304, 768}};
-#define GPT2_TOKENS 8192
 
 /* The grouped set: 8 problems of different M sharing N = K = 4096 (the experts of a mixture). */
 static const int64_t GROUP_M[BG_MAX_GROUP] = {256, 512, 768, 1024, 1280, 1536, 1792, 2048};
@@ -138,7 +137,7 @@ int bg_make_cases(const bg_options *o, bg_case *out, int max) {
                 break;
             case BG_GPT2:
                 for (size_t i = 0; i < sizeof GPT2_LINEARS / sizeof GPT2_LINEARS[0]; i++) {
-                    const int64_t T = GPT2_TOKENS, N = GPT2_LINEARS[i].N, K = GPT2_LINEARS[i].K;
+                    const int64_t T = o->tokens, N = GPT2_LINEARS[i].N, K = GPT2_LINEARS[i].K;
                     const char *name = GPT2_LINEARS[i].name;
                     add(&l, BG_GPT2, dt, "gpt2_fwd", name, CML_OP_N, CML_OP_T, T, N, K, 1); /* Y = X W^T */
                     if (fp8) continue;

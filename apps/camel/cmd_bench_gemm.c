@@ -19,7 +19,7 @@
  * and fp8 outputs, 1e-3 for tf32, 1e-5 for f32).
  *
  * Sets: square (--sizes; f32 and tf32 stop at --max-f32), gpt2 (GPT-2 124M
- * training GEMMs at 8192 tokens: forward with weights stored (N, K), op_b = T;
+ * training GEMMs at --tokens tokens, 8192 by default: forward with weights stored (N, K), op_b = T;
  * dX = dY W, op N/N; dW = dY^T X, op_a = T), odd (3000x5000x1000, 1025^3),
  * batched (64 x 1024^3 strided, and the same flops as one 8192x8192x1024),
  * grouped (8 problems of mixed M through cml_gemm_grouped against one
@@ -46,13 +46,14 @@ static int gemm_command(int argc, char **argv, bool tune) {
     const char *sets = tune ? "square,gpt2,odd,batched" : "square";
     const char *sizes = tune ? "1024,2048,4096,8192,16384" : "256,512,1024,2048,4096,8192,16384";
     const char *ops = "NN", *json_path = NULL, *commit = NULL, *out_path = NULL;
-    int64_t reps = 20, max_f32 = 8192;
+    int64_t reps = 20, max_f32 = 8192, tokens = 8192;
     cli_flag flags[] = {
         {"dtype", CLI_STRING, &dtypes, "input types, comma-separated: bf16, fp16, tf32, f32, e4m3"},
         {"set", CLI_STRING, &sets, "cases, comma-separated: square, gpt2, odd, batched, grouped, all"},
         {"sizes", CLI_STRING, &sizes, "sizes n of the square set (n x n x n)"},
         {"ops", CLI_STRING, &ops, "op_a op_b pairs for the square and odd sets, comma-separated (NN, NT, TN, TT)"},
         {"max-f32", CLI_INT, &max_f32, "largest square size for f32 and tf32 (they are slow)"},
+        {"tokens", CLI_INT, &tokens, "tokens of the gpt2 set (its GEMMs' M, or K for the weight gradients)"},
         {"reps", CLI_INT, &reps, "timed repetitions per case and side (median reported; at least 20 for results)"},
         {"json", CLI_STRING, &json_path, "write the results as JSON (DESIGN.md section 5) to this file"},
         {"commit", CLI_STRING, &commit, "commit recorded in the JSON meta (default: git rev-parse --short HEAD)"},
@@ -84,6 +85,11 @@ static int gemm_command(int argc, char **argv, bool tune) {
     memset(&o, 0, sizeof o);
     o.reps = (int)reps;
     o.max_f32 = max_f32;
+    if (tokens < 1 || tokens > ((int64_t)1 << 20)) {
+        fprintf(stderr, "camel %s: --tokens must be in [1, 1048576], got %lld\n", cmd, (long long)tokens);
+        return 2;
+    }
+    o.tokens = tokens;
     if (!bg_parse_dtypes(dtypes, o.dtypes))
         return usage_error(cmd, "--dtype: expected a list of bf16, fp16, tf32, f32, e4m3; got", dtypes);
     if (!bg_parse_sets(sets, o.sets))

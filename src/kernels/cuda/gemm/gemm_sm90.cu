@@ -322,6 +322,10 @@ extern "C" bool cml__gemm_sm90_config_valid(const cml_gemm_desc *d, const cml__g
  * (written and read back once, mostly in L2) and a fixed 1.5 us (fitted when each call also
  * cleared its counters with a memset, which it no longer does; not re-fitted). Splitting pays off
  * where the tiles cannot fill the machine (e.g. 768 x 768 x 8192, a weight gradient). */
+/* Dev builds only (A/B runs) set CML_SM90_ESTIMATE_PINGPONG to 0: the estimate never picks the 128-row ping-pong. */
+#ifndef CML_SM90_ESTIMATE_PINGPONG
+#define CML_SM90_ESTIMATE_PINGPONG 1
+#endif
 static cml__gemm_sm90_config estimate(const cml_ctx *ctx, const cml_gemm_desc *d, int kind) {
     int sms = cml__cuda_sm_count(ctx->device.index);
     if (sms <= 0) sms = 132;
@@ -354,6 +358,18 @@ static cml__gemm_sm90_config estimate(const cml_ctx *ctx, const cml_gemm_desc *d
     const double tiles = (double)((d->M + CML_SM90_BM - 1) / CML_SM90_BM) * (double)((d->N + best.bn - 1) / best.bn) *
                          d->batch * best.splits;
     if (tiles >= 3.0 * sms) best.cluster = 2;
+    /* 128-row ping-pong where each CTA runs several short tiles: the cooperative kernel's epilogue, run while the
+     * tensor cores idle, is then a large part of a tile (0.5-1.9 us against 5.3 us at K = 768). Measured with 2-CTA
+     * clusters: 1.05-1.09x at 192 wide (16-bit) and 1.02-1.13x at 128 wide (tf32, both operands K-major as stored)
+     * on the GPT-2 forwards of K = 768 (dev/gemm_sm90/README.md, session 23). */
+    const bool is16 = kind == CML_SM90_BF16 || kind == CML_SM90_F16;
+    const bool tf32_kmajor = kind == CML_SM90_TF32 && d->op_a == CML_OP_N && d->op_b == CML_OP_T;
+    if (CML_SM90_ESTIMATE_PINGPONG && best.splits == 1 && (is16 || tf32_kmajor) && k_blocks <= 24) {
+        const int w = is16 ? 192 : 128;
+        const double pp_tiles =
+            (double)((d->M + CML_SM90_BM - 1) / CML_SM90_BM) * (double)((d->N + w - 1) / w) * d->batch;
+        if (pp_tiles >= 2.5 * sms) best = cml__gemm_sm90_config{w, 1, 2, 8, 128, 1};
+    }
     return best;
 }
 
