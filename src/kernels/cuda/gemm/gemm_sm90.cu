@@ -315,6 +315,11 @@ extern "C" bool cml__gemm_sm90_config_valid(const cml_gemm_desc *d, const cml__g
     return kind >= 0 && config_valid(d, kind, c);
 }
 
+/* Dev builds only (A/B runs) set CML_SM90_ESTIMATE_PINGPONG to 0: the estimate never picks the 128-row ping-pong. */
+#ifndef CML_SM90_ESTIMATE_PINGPONG
+#define CML_SM90_ESTIMATE_PINGPONG 1
+#endif
+
 /* The cost estimate: the width and split with the least estimated time, in units of one
  * 64-deep K block of a 128 x 256 tile (~0.56 us on an H100): waves of tiles times the tile's K
  * blocks (narrower tiles do a little less work per block of shared-memory traffic: ~3% at 192,
@@ -322,10 +327,6 @@ extern "C" bool cml__gemm_sm90_config_valid(const cml_gemm_desc *d, const cml__g
  * (written and read back once, mostly in L2) and a fixed 1.5 us (fitted when each call also
  * cleared its counters with a memset, which it no longer does; not re-fitted). Splitting pays off
  * where the tiles cannot fill the machine (e.g. 768 x 768 x 8192, a weight gradient). */
-/* Dev builds only (A/B runs) set CML_SM90_ESTIMATE_PINGPONG to 0: the estimate never picks the 128-row ping-pong. */
-#ifndef CML_SM90_ESTIMATE_PINGPONG
-#define CML_SM90_ESTIMATE_PINGPONG 1
-#endif
 static cml__gemm_sm90_config estimate(const cml_ctx *ctx, const cml_gemm_desc *d, int kind) {
     int sms = cml__cuda_sm_count(ctx->device.index);
     if (sms <= 0) sms = 132;
