@@ -95,6 +95,16 @@ static inline int staged_form(cml_dtype dt, int64_t C, int mode) {
     return dt != CML_F32 && C <= 16 * chunk ? 1 : 0;
 }
 
+/* Checks which form of the staged kernel a run of `op` (the norm's name) took, from its launch counters read before and
+ * after (any: a launch of the kernel, row_sync: of its row-sync form), against `form` as staged_form gives it. */
+static inline void check_staged_form(const char *op, cml_dtype dt, int64_t rows, int64_t C, int form, bool any,
+                                     bool row_sync) {
+    CHECK_MSG(form == 2 ? row_sync : form == 1 ? any && !row_sync : !any,
+              "%s %s %lld x %lld: the staged kernel: want %s, got %s", op, cml_dtype_name(dt), (long long)rows,
+              (long long)C, form == 2 ? "the row-sync form" : form == 1 ? "the cluster form" : "neither",
+              row_sync ? "the row-sync form" : any ? "the cluster form" : "neither");
+}
+
 /* Sets up the contexts; returns 77 (skip) without a GPU, 1 on failure, 0 to go on. */
 static inline int gpu_test_init(uint64_t seed) {
     const char *why = NULL;

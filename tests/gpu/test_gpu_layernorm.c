@@ -321,12 +321,8 @@ static void test_longcluster_rows(void) {
 static void run_staged(ln_case k, int form) {
     const unsigned long long a = cml__norm_bwd_staged_launches(), b = cml__norm_bwd_staged_rows_launches();
     run_ln(k);
-    const bool any = cml__norm_bwd_staged_launches() > a, rows = cml__norm_bwd_staged_rows_launches() > b;
-    CHECK_MSG(form == 2 ? rows : form == 1 ? any && !rows : !any,
-              "layernorm %s %lld x %lld: the staged kernel: want %s, got %s", cml_dtype_name(k.dt),
-              (long long)k.rows, (long long)k.C,
-              form == 2 ? "the row-sync form" : form == 1 ? "the cluster form" : "neither",
-              rows ? "the row-sync form" : any ? "the cluster form" : "neither");
+    check_staged_form("layernorm", k.dt, k.rows, k.C, form, cml__norm_bwd_staged_launches() > a,
+                      cml__norm_bwd_staged_rows_launches() > b);
 }
 #endif
 
