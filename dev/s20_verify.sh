@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 20 (and 23: SESSION=23), end: the final tree built whole for sm_90a with -Werror, `ctest -L gpu`, then the
+# Session 20 (and 23, 24: SESSION=NN), end: the final tree built whole for sm_90a with -Werror, `ctest -L gpu`, then the
 # bf16 / fp16 / tf32 GEMM record (camel bench gemm, GPT-2 set + squares 1024-8192) into
 # $OUT/gemm_h100_session${SESSION:-20}.json.
 #   COMMIT=<short hash> bash dev/s20_verify.sh      (timeout_s 600; the device copy's git metadata read an older
@@ -10,7 +10,7 @@ B=build-verify
 cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DCML_CUDA=ON -DCML_WERROR=ON -DCMAKE_CUDA_ARCHITECTURES=90a >/tmp/cfg.log 2>&1
 timeout 300 cmake --build $B -j16 >/tmp/build.log 2>&1; echo "build rc $? at $(( $(date +%s) - T0 )) s"
 grep -c 'spill' /tmp/build.log | sed 's/^/spill warnings: /'
-(cd $B && timeout 220 ctest -L gpu -j4 --output-on-failure 2>&1 | tail -8)
+(cd $B && timeout 400 ctest -L gpu -j4 --output-on-failure 2>&1 | tail -8)
 echo "ctest done at $(( $(date +%s) - T0 )) s"
 timeout 150 $B/apps/camel/camel bench gemm --dtype bf16,fp16,tf32 --set gpt2,square --sizes 1024,2048,4096,8192 \
     --reps 20 --json ${OUT:-/tmp}/gemm_h100_session${SESSION:-20}.json --commit "${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo s${SESSION:-20})}" \
