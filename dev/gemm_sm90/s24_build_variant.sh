@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Session 24 (local): build_variant NAME DEFINES: gemm_sm90.cu compiled with DEFINES into a copy of libcamel, camel relinked -> build-s24x/camel-NAME.xz
+# Session 24 (local): build_variant NAME DEFINES: gemm_sm90.cu compiled with DEFINES into a copy of libcamel, camel relinked -> $XOUT/camel-NAME.xz (default build-s24x)
 set -eu
 cd /work/main
-B=build-s20r X=build-s24x
+B=build-s20r X=${XOUT:-build-s24x}
 obj=src/CMakeFiles/camel_obj.dir/kernels/cuda/gemm/gemm_sm90.cu.o
 cc_cmd=$(cd $B && ninja -t commands $obj | tail -1)
 link_cmd=$(cd $B && ninja -t commands apps/camel/camel | tail -1)

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Session 25: nbw_kernel (16-bit rows of 257..512 words: LayerNorm / RMSNorm backward bf16 4096x4096) issues its
+# group's second row at once instead of behind the first row's words and gamma's sync (the stage was never read, so
+# the copies need no dependency on it). camel-base = 70a55c2, camel-early = + the change; the norm tests of the
+# change, sanitizers of test_wide_rows. Built locally (build-s25x/).
+#   XDIR=build-s25x bash dev/membound/run_s25_early.sh; tar czf $OUT/logs.tgz -C /tmp/x .   (carry build-s25x)
+set -u
+. "$(dirname "$0")/../carried.sh"
+unpack
+run_tests layernorm rmsnorm
+TOOLS="memcheck racecheck synccheck" sanitize /tmp/bin/test_gpu_layernorm test_wide_rows
+TAG=rms_ TOOLS="memcheck racecheck synccheck" sanitize /tmp/bin/test_gpu_rmsnorm test_wide_rows
+tests_summary
+in_turns ${ROUNDS:-5} "base early" bench membound --ops layernorm_bwd,rmsnorm_bwd --mode both
+python3 dev/membound/ab_summary.py $X base >$X/summary.txt 2>&1
+cat $X/stages.txt $X/summary.txt
