@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Session 25: a K split as one cluster (cml__gemm_sm90_config.schedule 2, cml__sm90_split_cluster_sum: the splits of a
-# tile add their partials in rank 0's shared memory by st.async, no L2 round trip and no count-in). camel-base =
+# tile add their partials in rank 0's shared memory, no L2 round trip and no count-in), run twice: the partials sent
+# by st.async (s25_split_cluster.patch; logs s25_results/sc_*) and by bulk copies (s25_split_cluster_bulk.patch;
+# s25_results/sc_bulk_*). camel-base =
 # 70a55c2; camel-sc = the change (its table as before: 768 x 768 x 8192 in 3 splits through L2, cluster 2);
 # camel-sct = the change with the three attn_proj weight-gradient rows on the split cluster (128 x 128, 3 splits);
 # camel-tlsct = camel-sct with -DCML_SM90_DEV_TIMELINE=1. test_gpu_gemm of the change whole, compute-sanitizer of its
