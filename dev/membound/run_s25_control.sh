@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 25: a control for run_s25_early.sh and run_s25_pairs.sh, which both read ~0.95x at bf16 4096x4096 only:
+# Session 25: a control for run_s25_nbw.sh (V=early, V=pairs), which both read ~0.95x at bf16 4096x4096 only:
 # camel-base (70a55c2's build kept from before this session's changes), camel-head (the same source, the norm
 # backward files compiled again today) and camel-pairs, in turns. Built locally (build-s25x/).
 #   XDIR=build-s25x bash dev/membound/run_s25_control.sh; tar czf $OUT/logs.tgz -C /tmp/x .   (carry build-s25x)
