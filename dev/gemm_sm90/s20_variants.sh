@@ -12,23 +12,7 @@ B=build-s20r X=${XDIR:-build-s20x}
 cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DCML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a-real >/dev/null
 cmake --build $B -j2 --target camel test_gpu_gemm >/dev/null
 mkdir -p $X
-obj=src/CMakeFiles/camel_obj.dir/kernels/cuda/gemm/gemm_sm90.cu.o
-cc_cmd=$(cd $B && ninja -t commands $obj | tail -1)
-link_cmd=$(cd $B && ninja -t commands apps/camel/camel | tail -1)
 [ $# -gt 0 ] || set -- new= old=-DCML_SM90_DEV_FULL_WAIT=1 early=-DCML_SM90_DEV_EARLY=1 mc1=-DCML_SM90_DEV_MC=1 \
     mc3=-DCML_SM90_DEV_MC=3
-build_one() { # name defines
-    local w=$B/v_$1
-    rm -rf $w && mkdir -p $w/obj
-    (cd $B && eval "${cc_cmd/ -c / $2 -c }" >/dev/null) # writes $B/$obj: copied out at once (runs one at a time)
-    cp $B/$obj $w/obj/gemm_sm90.cu.o
-    cp $B/src/libcamel.a $w/libcamel.a
-    (cd $w/obj && ar r ../libcamel.a gemm_sm90.cu.o)
-    (cd $B && eval "${link_cmd//src\/libcamel.a/v_$1/libcamel.a}" && mv apps/camel/camel v_$1/camel)
-    strip $w/camel
-    xz -6 -T2 -c $w/camel >$X/camel-$1.xz
-    echo "$1 ($2): $(stat -c %s $X/camel-$1.xz) bytes"
-}
-for v in "$@"; do build_one "${v%%=*}" "${v#*=}"; done
-# leave the build as cmake made it
-(cd $B && eval "$cc_cmd" && eval "$link_cmd") >/dev/null
+# each variant: gemm_sm90.cu recompiled into a copy of libcamel, camel relinked (s24_build_variant.sh)
+for v in "$@"; do XOUT=$X bash dev/gemm_sm90/s24_build_variant.sh "${v%%=*}" "${v#*=}"; done

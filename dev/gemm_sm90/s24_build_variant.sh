@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 24 (local): build_variant NAME DEFINES: gemm_sm90.cu compiled with DEFINES into a copy of libcamel, camel relinked -> $XOUT/camel-NAME.xz (default build-s24x)
 set -eu
-cd /work/main
+cd "$(dirname "$0")/../.."
 B=build-s20r X=${XOUT:-build-s24x}
 obj=src/CMakeFiles/camel_obj.dir/kernels/cuda/gemm/gemm_sm90.cu.o
 cc_cmd=$(cd $B && ninja -t commands $obj | tail -1)
