@@ -179,10 +179,15 @@ static cudaLaunchConfig_t cluster_launch(cml_ctx *ctx, cudaLaunchAttribute *attr
 #if CML_SM90_DEV_TIMELINE
 /* Dev builds only: after each launch, the kernel's timeline (gemm_sm90_kernel.cuh, cml__sm90_tl) into
  * $CML_SM90_TL_DIR/tl_MxNxK_<ops>.txt (overwritten: the file holds the shape's last launch), then the
- * buffer cleared. The synchronization makes every call slow: time nothing with this build. */
+ * buffer cleared. The synchronization makes every call slow: time nothing with this build. With
+ * CML_SM90_TL_EVERY=N only every N-th launch of the process is synchronized and written, so that the
+ * launches between run back to back (the clock under sustained load; every launch rewrites the buffer). */
 static void tl_dump(cml_ctx *ctx, const cml_gemm_desc *d, int bn, int stages, int cluster, int splits, int grid) {
     const char *dir = getenv("CML_SM90_TL_DIR");
     if (!dir) return;
+    static unsigned long long launches;
+    const char *every = getenv("CML_SM90_TL_EVERY");
+    if (every && atoi(every) > 1 && ++launches % (unsigned long long)atoi(every) != 0) return;
     static unsigned long long h[CML_SM90_TL_CTAS * CML_SM90_TL_SLOTS * CML_SM90_TL_EV];
     cudaStreamSynchronize((cudaStream_t)cml_ctx_stream(ctx));
     if (cudaMemcpyFromSymbol(h, cml__sm90_tl, sizeof h) != cudaSuccess) return;
