@@ -9,9 +9,9 @@ generator. Run it from the repository root after changing the shape list:
 import pathlib
 
 NS = (64, 128, 256)
-# Extra tile widths for attention (key tiles of 80 / 176 / 192 keys: S = Q K^T is 64 x N), 16-bit
-# types only, both the shared-memory and the register-A forms.
-ATT_NS = (80, 96, 176, 192)
+# Extra tile widths, 16-bit types only, both the shared-memory and the register-A forms: attention's key tiles of
+# 80 / 176 / 192 keys (S = Q K^T is 64 x N), the GEMM's 192- and 160-wide tiles.
+ATT_NS = (80, 96, 160, 176, 192)
 # (name, ptx input type, k per instruction, whether the instruction takes transpose flags)
 KINDS = (("bf16", "bf16", 16, True), ("f16", "f16", 16, True), ("tf32", "tf32", 8, False),
          ("e4m3", "e4m3", 32, False), ("e5m2", "e5m2", 32, False))

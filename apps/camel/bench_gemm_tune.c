@@ -18,13 +18,14 @@
 #include "cli.h"
 #include "kernels/cuda/cuda_kernels.h"
 
-#define MAX_CONFIGS 256
+#define MAX_CONFIGS 400
 #define FINALISTS 3
 #define MIN_GAIN 0.98 /* a table entry only where the best is more than 2% faster than the estimate */
 
-static const int WIDTHS[] = {256, 192, 128};
+static const int WIDTHS[] = {256, 192, 160, 128};
 static const int SPLITS[] = {1, 2, 3, 4, 6, 8, 12, 16};
-static const int CLUSTERS[] = {1, 2};
+/* CTAs a cluster and their tile columns (cml__gemm_sm90_config.cluster_n: 0 a column of tiles, 2 a 2 x 2 block) */
+static const int CLUSTERS[][2] = {{1, 0}, {2, 0}, {4, 0}, {4, 2}};
 static const int GROUP_MS[] = {8, 16};
 /* tile rows and schedule: 128 cooperative, 128 ping-pong, 64 (always ping-pong) */
 static const int ROWS[][2] = {{128, 0}, {128, 1}, {64, 0}};
@@ -42,7 +43,7 @@ typedef struct tune_result {
 
 static bool same_config(const cml__gemm_sm90_config *a, const cml__gemm_sm90_config *b) {
     return a->bn == b->bn && a->splits == b->splits && a->cluster == b->cluster && a->group_m == b->group_m &&
-           a->rows == b->rows && a->pingpong == b->pingpong;
+           a->rows == b->rows && a->pingpong == b->pingpong && (a->cluster_n > 1) == (b->cluster_n > 1);
 }
 
 /* Median ms of our call with cfg forced (reps calls, each after an L2 flush); NAN on failure. */
@@ -88,8 +89,8 @@ static void tune_case(bg_state *s, bg_prep *p, tune_result *t) {
             for (size_t cl = 0; cl < sizeof CLUSTERS / sizeof *CLUSTERS; cl++)
                 for (size_t g = 0; g < sizeof GROUP_MS / sizeof *GROUP_MS; g++)
                     for (size_t r = 0; r < sizeof ROWS / sizeof *ROWS; r++) {
-                        const cml__gemm_sm90_config c = {WIDTHS[w],    SPLITS[k], CLUSTERS[cl],
-                                                         GROUP_MS[g], ROWS[r][0], ROWS[r][1]};
+                        const cml__gemm_sm90_config c = {WIDTHS[w],  SPLITS[k],  CLUSTERS[cl][0], GROUP_MS[g],
+                                                         ROWS[r][0], ROWS[r][1], CLUSTERS[cl][1]};
                         if (n < MAX_CONFIGS && cml__gemm_sm90_config_valid(d, &c)) cfgs[n++] = c;
                     }
     t->tried = n;
@@ -164,7 +165,7 @@ static bool write_table(const char *path, const bg_options *o, const tune_result
         fprintf(f, "CML_SM90_TUNED(%s, '%c', '%c', %lld, %lld, %lld, %lld, %d, %d, %d, %d, %d%s) /* %.4f -> %.4f ms */\n",
                 kind_name(c->dt), c->op_a == CML_OP_T ? 'T' : 'N', c->op_b == CML_OP_T ? 'T' : 'N', (long long)c->M,
                 (long long)c->N, (long long)c->K, (long long)c->batch, t->best.rows, t->best.bn, t->best.splits, t->best.cluster, t->best.group_m,
-                t->best.pingpong ? ", 1" : "", t->est_ms, t->best_ms);
+                t->best.cluster_n == 2 ? ", 0, 2" : t->best.pingpong ? ", 1" : "", t->est_ms, t->best_ms);
     }
     if (fclose(f) != 0 || rename(tmp, path) != 0) { /* replaced whole or not at all */
         perror(path);
@@ -176,8 +177,9 @@ static bool write_table(const char *path, const bg_options *o, const tune_result
 
 static void json_config(FILE *f, const char *key, const cml__gemm_sm90_config *c) {
     fprintf(f,
-            ", \"%s\": {\"rows\": %d, \"bn\": %d, \"splits\": %d, \"cluster\": %d, \"group_m\": %d, \"pingpong\": %d}",
-            key, c->rows, c->bn, c->splits, c->cluster, c->group_m, c->pingpong);
+            ", \"%s\": {\"rows\": %d, \"bn\": %d, \"splits\": %d, \"cluster\": %d, \"group_m\": %d, \"pingpong\": %d, "
+            "\"cluster_n\": %d}",
+            key, c->rows, c->bn, c->splits, c->cluster, c->group_m, c->pingpong, c->cluster_n > 1 ? c->cluster_n : 1);
 }
 
 static void json_ms(FILE *f, const char *key, double v) {
@@ -211,12 +213,13 @@ static void write_json(const bg_options *o, const tune_result *res, int n) {
         json_ms(f, "rel_diff", t->rel_diff);
         if (t->error[0]) fprintf(f, ", \"error\": \"%s\"", t->error);
         /* the quick pass, for studies of the configuration space (dev/gemm_sm90/README.md) */
-        fprintf(f, ", \"quick_fields\": [\"rows\", \"bn\", \"splits\", \"cluster\", \"group_m\", \"pingpong\", \"ms\"], "
+        fprintf(f, ", \"quick_fields\": [\"rows\", \"bn\", \"splits\", \"cluster\", \"group_m\", \"pingpong\", \"cluster_n\", "
+                   "\"ms\"], "
                    "\"quick\": [");
         for (int k = 0; k < t->tried; k++) {
             const cml__gemm_sm90_config *q = &t->cfgs[k];
-            fprintf(f, "%s[%d, %d, %d, %d, %d, %d, ", k ? ", " : "", q->rows, q->bn, q->splits, q->cluster, q->group_m,
-                    q->pingpong);
+            fprintf(f, "%s[%d, %d, %d, %d, %d, %d, %d, ", k ? ", " : "", q->rows, q->bn, q->splits, q->cluster,
+                    q->group_m, q->pingpong, q->cluster_n > 1 ? q->cluster_n : 1);
             if (isnan(t->quick[k])) fprintf(f, "null]");
             else fprintf(f, "%.5g]", t->quick[k]);
         }
@@ -275,10 +278,10 @@ int bg_tune(const bg_options *o, const char *table_path) {
         cli_progress_finish(&prog);
         const bg_case *c = t->c;
         char est[64], best[64];
-        snprintf(est, sizeof est, "%dx%dx%d c%d g%d%s", t->est.rows, t->est.bn, t->est.splits, t->est.cluster,
-                 t->est.group_m, t->est.pingpong ? " pp" : "");
-        snprintf(best, sizeof best, "%dx%dx%d c%d g%d%s", t->best.rows, t->best.bn, t->best.splits, t->best.cluster,
-                 t->best.group_m, t->best.pingpong ? " pp" : "");
+        snprintf(est, sizeof est, "%dx%dx%d c%d%s g%d%s", t->est.rows, t->est.bn, t->est.splits,
+                 t->est.cluster_n == 2 ? 2 : t->est.cluster, t->est.cluster_n == 2 ? "x2" : "", t->est.group_m, t->est.pingpong ? " pp" : "");
+        snprintf(best, sizeof best, "%dx%dx%d c%d%s g%d%s", t->best.rows, t->best.bn, t->best.splits,
+                 t->best.cluster_n == 2 ? 2 : t->best.cluster, t->best.cluster_n == 2 ? "x2" : "", t->best.group_m, t->best.pingpong ? " pp" : "");
         printf("%-5s %-8s %-10.10s %6lld %6lld %6lld %5lld %c%c  %-19s %9.4f %-19s %9.4f %7.3f %7.3f %s%s%s\n",
                bg_dtype_name(c->dt), bg_set_name(c->set), c->name, (long long)c->M, (long long)c->N, (long long)c->K,
                (long long)c->batch, c->op_a == CML_OP_T ? 'T' : 'N', c->op_b == CML_OP_T ? 'T' : 'N', est, t->est_ms,
@@ -288,7 +291,7 @@ int bg_tune(const bg_options *o, const char *table_path) {
         cli_progress_update(&prog, i + 1, NULL, 0);
     }
     cli_progress_finish(&prog);
-    printf("\n(rows x width x splits, c = CTAs per cluster, g = tile rows visited together, pp = 128-row ping-pong; ratio = cuBLAS ms / ours: 0 with the estimate, 1 with "
+    printf("\n(rows x width x splits, c = CTAs per cluster (c2x2: a 2 x 2 block of tiles), g = tile rows visited together, pp = 128-row ping-pong; ratio = cuBLAS ms / ours: 0 with the estimate, 1 with "
            "the best)\n%d of %d cases beat the estimate by more than 2%%; geometric mean of the ratio to cuBLAS %.3f -> "
            "%.3f over %d cases\n",
            entries, n, n_ratio ? exp(log0 / n_ratio) : NAN, n_ratio ? exp(log1 / n_ratio) : NAN, n_ratio);

@@ -64,8 +64,9 @@ static int gemm_command(int argc, char **argv, bool tune) {
     int rc = tune ? cli_parse(argc, argv, flags, n_flags, "camel tune gemm [options]",
                               "Tunes the Hopper GEMM path's tile configuration per problem: for each selected case "
                               "that runs on it (one GEMM, not grouped), times every valid configuration (tile width "
-                              "256/192/128, tile height 128/64, 128-row tiles cooperative or in ping-pong, K splits "
-                              "1-16, clusters of 1/2, tile rows visited together 8/16: a "
+                              "256/192/160/128, tile height 128/64, 128-row tiles cooperative or in ping-pong, K splits "
+                              "1-16, clusters of 1/2/4 CTAs (4: a column of tiles or a 2 x 2 block; 160 wide only), "
+                              "tile rows visited together 8/16: a "
                               "quick pass with --reps/4 calls, then the 3 best, the cost estimate's choice and cuBLAS "
                               "in turns for --reps rounds), checks the winner's output against cuBLAS, and writes the "
                               "problems whose best beat the estimate by more than 2% as the table the library "

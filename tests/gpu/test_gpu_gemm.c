@@ -335,7 +335,7 @@ static void test_tma_store_padding(void) {
                 g.bias = (s + ops) % 2 == 1;
                 g.bias_axis = s % 3 == 2 ? CML_BIAS_PER_ROW : CML_BIAS_PER_COLUMN;
                 if (s == 3 && ops == 0) {
-                    const cml__gemm_sm90_config cfg = {256, 3, 2, 4, 128, 0}; /* K split 3, cluster 2 */
+                    const cml__gemm_sm90_config cfg = {256, 3, 2, 4, 128, 0, 0}; /* K split 3, cluster 2 */
                     cml__gemm_sm90_force_config(&cfg);
                 }
                 run_case(&g, 1);
@@ -591,7 +591,7 @@ static void test_sm90_configs(void) {
         printf("  (not an sm_90 device: skipped)\n");
         return;
     }
-    static const int widths[] = {256, 192, 128}, splits[] = {1, 2, 3, 7}, group_ms[] = {1, 4}, clusters[] = {1, 2};
+    static const int widths[] = {256, 192, 160, 128}, splits[] = {1, 2, 3, 7}, group_ms[] = {1, 4}, clusters[] = {1, 2};
     int forced = 0;
     for (int s = 0; s < 3; s++) {
         gemm_case g = s == 0   ? gemm_case_make(CML_OP_N, CML_OP_T, 200, 450, 640, 1)
@@ -607,11 +607,11 @@ static void test_sm90_configs(void) {
         const cml_gemm_desc d = cml_gemm_desc_init(g.op_a, g.op_b, g.M, g.N, g.K, g.batch, g.a_dtype, g.d_dtype);
         cml_gemm_desc dm = d;
         dm.math = g.math;
-        for (int w = 0; w < 3; w++)
+        for (int w = 0; w < 4; w++)
             for (int k = 0; k < 4; k++)
                 for (int m = 0; m < 2; m++) {
                     /* 64-row tiles (16-bit only) with the second cluster/group choice */
-                    const cml__gemm_sm90_config cfg = {widths[w], splits[k], clusters[m], group_ms[m], m ? 64 : 128, 0};
+                    const cml__gemm_sm90_config cfg = {widths[w], splits[k], clusters[m], group_ms[m], m ? 64 : 128, 0, 0};
                     if (!cml__gemm_sm90_config_valid(&dm, &cfg) || (under_sanitizer() && (k > 1 || m > 0))) continue;
                     cml__gemm_sm90_force_config(&cfg);
                     const int before = path_counts[0];
@@ -651,7 +651,7 @@ static void test_sm90_configs(void) {
             g.bias = true;
             g.epilogue = CML_EPILOGUE_GELU_TANH;
         }
-        const cml__gemm_sm90_config cfg = {192, (int)deep[i][5], (int)deep[i][6], 16, 128, 0};
+        const cml__gemm_sm90_config cfg = {192, (int)deep[i][5], (int)deep[i][6], 16, 128, 0, 0};
         cml__gemm_sm90_force_config(&cfg);
         const unsigned long long before = cml__gemm_sm90_deep_launches();
         run_case(&g, 1);
@@ -707,7 +707,7 @@ static void test_sm90_pingpong(void) {
                 }
                 const cml_gemm_desc d =
                     cml_gemm_desc_init(g.op_a, g.op_b, g.M, g.N, g.K, g.batch, g.a_dtype, g.d_dtype);
-                const cml__gemm_sm90_config cfg = {widths[w], 1, cl, 8, 128, 1};
+                const cml__gemm_sm90_config cfg = {widths[w], 1, cl, 8, 128, 1, 0};
                 CHECK_MSG(cml__gemm_sm90_config_valid(&d, &cfg), "ping-pong %d wide, c%d refused", widths[w], cl);
                 cml__gemm_sm90_force_config(&cfg);
                 const int before = path_counts[0];
@@ -726,7 +726,7 @@ static void test_sm90_pingpong(void) {
         g.math = CML_GEMM_MATH_TF32;
         g.tma_strides = true;
         g.bias = cl == 2;
-        const cml__gemm_sm90_config cfg = {128, 1, cl, 8, 128, 1};
+        const cml__gemm_sm90_config cfg = {128, 1, cl, 8, 128, 1, 0};
         cml__gemm_sm90_force_config(&cfg);
         const unsigned long long pp_before = cml__gemm_sm90_pingpong_launches();
         run_case(&g, 5);
@@ -737,14 +737,95 @@ static void test_sm90_pingpong(void) {
     printf("  %d forced ping-pong configurations\n", forced);
     const cml_gemm_desc d = cml_gemm_desc_init(CML_OP_N, CML_OP_T, 1024, 1024, 1024, 1, CML_BF16, CML_BF16);
     static const cml__gemm_sm90_config refused[] = {
-        {192, 2, 1, 8, 128, 1}, {256, 1, 1, 8, 128, 1}, {128, 1, 1, 8, 64, 1}, {128, 1, 1, 8, 128, 2}};
+        {192, 2, 1, 8, 128, 1, 0}, {256, 1, 1, 8, 128, 1, 0}, {128, 1, 1, 8, 64, 1, 0}, {128, 1, 1, 8, 128, 2, 0}};
     for (int i = 0; i < 4; i++)
         CHECK_MSG(!cml__gemm_sm90_config_valid(&d, &refused[i]), "ping-pong configuration %d accepted", i);
     cml_gemm_desc f = cml_gemm_desc_f32(CML_OP_N, CML_OP_T, 1024, 1024, 1024, 1);
     f.math = CML_GEMM_MATH_TF32;
-    const cml__gemm_sm90_config tf = {128, 1, 1, 8, 128, 1}, tf192 = {192, 1, 1, 8, 128, 1};
+    const cml__gemm_sm90_config tf = {128, 1, 1, 8, 128, 1, 0}, tf192 = {192, 1, 1, 8, 128, 1, 0};
     CHECK_MSG(cml__gemm_sm90_config_valid(&f, &tf), "tf32 ping-pong refused");
     CHECK_MSG(!cml__gemm_sm90_config_valid(&f, &tf192), "192-wide tf32 ping-pong accepted");
+}
+
+/* The 160-wide tile (16-bit, 128 rows, cooperative; the MLP weight gradients' 120-SM form): wgmma n160, an N-major B
+ * loaded as three 64-column blocks (the third one half past the tile), D stored by TMA in 32-column blocks (64-byte
+ * swizzle) or by elements. Forced for every op pair, clusters of 1 and 2, clusters of 4 as a column of tiles (N-major
+ * B shared four ways) and as a 2 x 2 block (TN: A shared along the tile row too), with edge tiles in M and N (cluster
+ * tiles past M or N), K not a multiple of 64, a batch, bias + GELU, fp16, f32 D with beta * C, a K split, and D rows
+ * that TMA cannot store (N = 150, 777). */
+static void test_sm90_wide160(void) {
+    if (cml__cuda_arch(0) != 90) {
+        printf("  (not an sm_90 device: skipped)\n");
+        return;
+    }
+    static const int64_t cases[][7] = {/* op_a, op_b, M, N, K, batch, splits */
+                                       {1, 0, 304, 1000, 1000, 1, 1},
+                                       {0, 1, 257, 150, 520, 2, 1},
+                                       {0, 0, 130, 330, 2100, 1, 3},
+                                       {1, 1, 200, 480, 72, 1, 1},
+                                       {1, 0, 696, 3000, 1000, 1, 1},
+                                       {0, 0, 520, 800, 300, 2, 1},
+                                       {1, 0, 1000, 776, 200, 1, 1},
+                                       {1, 0, 300, 777, 200, 1, 1}};
+    static const int clusters[][2] = {{1, 0}, {2, 0}, {4, 0}, {4, 2}}; /* CTAs, cluster_n */
+    int forced = 0;
+    for (int i = 0; i < 8; i++)
+        for (int cl = 0; cl < 4; cl++) {
+            if (under_sanitizer() && (i + cl) % 2 != 0) continue;
+            if (clusters[cl][0] == 4 && (cases[i][1] != 0 || cases[i][6] != 1)) continue; /* N-major B, no split */
+            if (clusters[cl][1] == 2 && cases[i][0] != 1) continue;                         /* 2 x 2: TN */
+            gemm_case g = gemm_case_make((cml_op)cases[i][0], (cml_op)cases[i][1], cases[i][2], cases[i][3],
+                                         cases[i][4], cases[i][5]);
+            g.a_dtype = g.b_dtype = g.d_dtype = i == 3 || i == 6 ? CML_F16 : CML_BF16;
+            g.tma_strides = true;
+            if (i == 0) {
+                g.bias = true;
+                g.epilogue = CML_EPILOGUE_GELU_TANH;
+            } else if (i == 2) {
+                g.d_dtype = g.c_dtype = CML_F32;
+                g.beta = 0.5f;
+            } else if (i == 6) { /* beta * C: D stored by elements */
+                g.c_dtype = CML_F16;
+                g.beta = -0.5f;
+            }
+            const cml__gemm_sm90_config cfg = {160, (int)cases[i][6], clusters[cl][0], 8, 128, 0, clusters[cl][1]};
+            const cml_gemm_desc d = cml_gemm_desc_init(g.op_a, g.op_b, g.M, g.N, g.K, g.batch, g.a_dtype, g.d_dtype);
+            CHECK_MSG(cml__gemm_sm90_config_valid(&d, &cfg), "160 wide, case %d, cluster %d refused", i, cl);
+            cml__gemm_sm90_force_config(&cfg);
+            const int before = path_counts[0];
+            run_case(&g, 1);
+            CHECK_MSG(path_counts[0] == before + 1, "160 wide, cluster %d: case %d did not run on sm90", cl, i);
+            /* case 7's operands are repacked for TMA (M, N not multiples of 8): K-major, so clusters of 4 fall back
+             * to a column of 4 (2 x 2 needs an M-major A) or to single CTAs (a K-major B) */
+            const int want = i == 7 && clusters[cl][0] == 4 ? 1 : clusters[cl][0];
+            const int want_n = want == 4 && clusters[cl][1] == 2 ? 2 : 1;
+            int grid = 0, cluster = 0, cluster_n = 0;
+            cml__gemm_sm90_last_launch(&grid, &cluster, &cluster_n);
+            CHECK_MSG(cluster == want && cluster_n == want_n && grid > 0 && grid % cluster == 0 &&
+                          grid <= cml__cuda_sm_count(0),
+                      "160 wide, case %d: launched %d CTAs in clusters of %d (%d columns), expected %d (%d)", i, grid,
+                      cluster, cluster_n, want, want_n);
+            forced++;
+        }
+    cml__gemm_sm90_force_config(NULL);
+    printf("  %d forced 160-wide cases\n", forced);
+    const cml_gemm_desc nt = cml_gemm_desc_init(CML_OP_N, CML_OP_T, 1024, 1024, 1024, 1, CML_BF16, CML_BF16);
+    const cml_gemm_desc nn = cml_gemm_desc_init(CML_OP_N, CML_OP_N, 1024, 1024, 1024, 1, CML_BF16, CML_BF16);
+    const cml_gemm_desc tn = cml_gemm_desc_init(CML_OP_T, CML_OP_N, 1024, 1024, 1024, 1, CML_BF16, CML_BF16);
+    static const cml__gemm_sm90_config refused_nt[] = {{160, 1, 1, 8, 64, 0, 0}, {160, 1, 1, 8, 128, 1, 0},
+                                                       {160, 1, 4, 8, 128, 0, 0}};
+    for (int i = 0; i < 3; i++)
+        CHECK_MSG(!cml__gemm_sm90_config_valid(&nt, &refused_nt[i]), "NT 160-wide configuration %d accepted", i);
+    static const cml__gemm_sm90_config refused_tn[] = {{160, 2, 4, 8, 128, 0, 0}, {192, 1, 4, 8, 128, 0, 0},
+                                                       {160, 1, 3, 8, 128, 0, 0}, {160, 1, 2, 8, 128, 0, 2}};
+    for (int i = 0; i < 4; i++)
+        CHECK_MSG(!cml__gemm_sm90_config_valid(&tn, &refused_tn[i]), "TN configuration %d accepted", i);
+    const cml__gemm_sm90_config square = {160, 1, 4, 8, 128, 0, 2};
+    CHECK_MSG(!cml__gemm_sm90_config_valid(&nn, &square), "2 x 2 cluster accepted for NN");
+    cml_gemm_desc f = cml_gemm_desc_f32(CML_OP_N, CML_OP_T, 1024, 1024, 1024, 1);
+    f.math = CML_GEMM_MATH_TF32;
+    const cml__gemm_sm90_config tf = {160, 1, 1, 8, 128, 0, 0};
+    CHECK_MSG(!cml__gemm_sm90_config_valid(&f, &tf), "160-wide tf32 accepted");
 }
 
 /* tf32 NN, TN and TT with TMA-aligned D take the launch that reads one M/N-major operand into registers
@@ -791,8 +872,8 @@ static void test_tf32_rs(void) {
         g.bias = s % 4 != 0;
         g.bias_axis = s % 4 == 2 ? CML_BIAS_PER_ROW : CML_BIAS_PER_COLUMN;
         if (s >= n_shapes) {
-            const cml__gemm_sm90_config cfg = s == n_shapes ? (cml__gemm_sm90_config){256, 3, 2, 4, 128, 0}
-                                                            : (cml__gemm_sm90_config){128, 1, 2, 1, 128, 0};
+            const cml__gemm_sm90_config cfg = s == n_shapes ? (cml__gemm_sm90_config){256, 3, 2, 4, 128, 0, 0}
+                                                            : (cml__gemm_sm90_config){128, 1, 2, 1, 128, 0, 0};
             cml__gemm_sm90_force_config(&cfg);
         }
         char desc_str[320];
@@ -877,6 +958,7 @@ int main(void) {
     RUN(test_split_k);
     RUN(test_sm90_configs);
     RUN(test_sm90_pingpong);
+    RUN(test_sm90_wide160);
     RUN(test_tf32_rs);
     RUN(test_report);
     return th_finish();

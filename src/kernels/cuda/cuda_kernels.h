@@ -107,7 +107,8 @@ cml_status cml__gemm_sm90(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, cons
  * gemm`) when it lists the exact problem, otherwise from a cost estimate (gemm_sm90.cu). */
 typedef struct cml__gemm_sm90_config {
     int bn, splits, cluster, group_m, rows;
-    int pingpong; /* 128-row tiles only (0 for 64-row ones, which always alternate) */
+    int pingpong;  /* 128-row tiles only (0 for 64-row ones, which always alternate) */
+    int cluster_n; /* 0 or 1: the cluster's CTAs are a column of tiles; 2: 2 x 2 tiles (cluster 4, 160 wide, TN) */
 } cml__gemm_sm90_config;
 /* Whether the sm90 path can run desc with cfg. */
 bool cml__gemm_sm90_config_valid(const cml_gemm_desc *desc, const cml__gemm_sm90_config *cfg);
@@ -121,6 +122,9 @@ cml__gemm_sm90_config cml__gemm_sm90_estimate_config(const cml_ctx *ctx, const c
  * is valid for the problem; NULL goes back to the table and the estimate. Process-wide, not
  * thread-safe: only for single-threaded tools. */
 void cml__gemm_sm90_force_config(const cml__gemm_sm90_config *cfg);
+/* For tests: the grid (CTAs) and cluster shape (CTAs, tile columns) of the last sm90 GEMM launched that was not
+ * grouped. Process-wide, like cml__gemm_sm90_force_config. */
+void cml__gemm_sm90_last_launch(int *grid, int *cluster, int *cluster_n);
 /* For tests: how many launches so far ran the 192-wide tile with the 5-stage ring (gemm_sm90.cu,
  * deep_ring), and forcing that ring on every 192-wide, 128-row tile (mode 1), on none (0), or back to
  * the plan's rule (-1). Process-wide, like cml__gemm_sm90_force_config. */

@@ -108,20 +108,21 @@ static bool tma_store_ok(const cml_gemm_desc *d, const void *D) {
 }
 
 /* The map TMA stores D through: boxes of box_rows (64; 32 for the tf32 RS launch) rows x 128 bytes (64 16-bit
- * or 32 f32 elements; M x N per batch, row stride ldd). */
-static cml_status output_map(CUtensorMap *map, const cml_gemm_desc *d, void *D, uint32_t box_rows) {
+ * or 32 f32 elements; M x N per batch, row stride ldd); half: 64 bytes in the 64-byte swizzle (32 16-bit elements: the
+ * 160-wide tile's blocks, cml__sm90_tma_epilogue's OC = 32). */
+static cml_status output_map(CUtensorMap *map, const cml_gemm_desc *d, void *D, uint32_t box_rows, bool half = false) {
     const bool f32 = d->d_dtype == CML_F32;
     const uint64_t es = f32 ? 4 : 2;
     bool fixed = d->batch == 1 || d->stride_d == 0;
     uint64_t dims[3] = {(uint64_t)d->N, (uint64_t)d->M, fixed ? 1u : (uint64_t)d->batch};
     uint64_t row_bytes = (uint64_t)d->ldd * es;
     uint64_t strides[2] = {row_bytes, fixed ? row_bytes * (uint64_t)d->M : (uint64_t)d->stride_d * es};
-    uint32_t box[3] = {f32 ? 32u : (uint32_t)CML_SM90_OUT_COLS, box_rows, 1};
+    uint32_t box[3] = {f32 || half ? 32u : (uint32_t)CML_SM90_OUT_COLS, box_rows, 1};
     return cml__tma_map(map, D,
                         f32                        ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
                         : d->d_dtype == CML_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                  : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                        3, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, fn);
+                        3, dims, strides, box, half ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B, fn);
 }
 
 /* A K split's workspace: per 64-row half tile, `splits` f32 partials of 64 x bn
@@ -147,15 +148,23 @@ static cml_gemm_desc rs_swapped(const cml_gemm_desc *d) {
 /* ---- launch ----------------------------------------------------------------------------- */
 
 /* Raises the kernel's dynamic shared-memory limit, once per device. */
-template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PP = 0>
+template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PP = 0, int CN = 1>
 static cml_status allow_smem(int dev) {
     static bool done[CML__MAX_CUDA_DEVICES];
     if (done[dev]) return CML_OK;
-    CML_CUDA_TRY(fn, cudaFuncSetAttribute(gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP>,
+    CML_CUDA_TRY(fn, cudaFuncSetAttribute(gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP, CN>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           (int)cml__sm90_smem<BN, STAGES, PP == 1 ? 64 : CML_SM90_BM>::total));
     done[dev] = true;
     return CML_OK;
+}
+
+/* For tests: the grid and cluster shape of the last non-grouped launch (cml__gemm_sm90_last_launch). */
+static struct {
+    int grid, cluster, cluster_n;
+} last_launch;
+extern "C" void cml__gemm_sm90_last_launch(int *grid, int *cluster, int *cluster_n) {
+    *grid = last_launch.grid, *cluster = last_launch.cluster, *cluster_n = last_launch.cluster_n;
 }
 
 /* A launch of `clusters` clusters of `cluster` CTAs on ctx's stream (attr holds the cluster shape). */
@@ -214,12 +223,12 @@ static void tl_dump(cml_ctx *ctx, const cml_gemm_desc *d, int bn, int stages, in
 
 /* PP = 1: 64-row tiles, the two consumers on alternate tiles (their epilogues overlap the other's
  * main loop; twice the tiles for shapes that cannot fill the GPU with 128-row ones). */
-template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PP>
+template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PP, int CN = 1>
 static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, const void *A, const void *B,
                               const void *C, const cml__gemm_sm90_config *pc, float *ws) {
     const int dev = ctx->device.index, splits = pc->splits, BM = PP == 1 ? 64 : CML_SM90_BM;
     typedef cml__sm90_smem<BN, STAGES, PP == 1 ? 64 : CML_SM90_BM> smem_t;
-    CML_TRY((allow_smem<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP>(dev)));
+    CML_TRY((allow_smem<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP, CN>(dev)));
     /* stored shapes: A is M x K (op N) or K x M (op T); B is N x K (op T) or K x N (op N).
      * With a cluster, each CTA loads 1/CLUSTER of a K-major B tile's rows.
      * RS (tf32 with TRANS_A, rs_plan): the kernel's A from registers (gemm_sm90_kernel.cuh, cml__sm90_rs_chunk).
@@ -244,7 +253,7 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
     cml__sm90_problem p;
     const int row_elems = CML_SM90_ROW_BYTES / cml__sm90_kind<KIND>::bytes;
     p.tiles_m = (int)((sw.M + BM - 1) / BM);
-    p.cluster_rows = (p.tiles_m + CLUSTER - 1) / CLUSTER;
+    p.cluster_rows = (p.tiles_m + CLUSTER / CN - 1) / (CLUSTER / CN);
     p.tiles_n = (int)((sw.N + BN - 1) / BN);
     p.batch = (int)d->batch;
     p.k_blocks = (int)((d->K + row_elems - 1) / row_elems);
@@ -270,15 +279,31 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
     p.tma_store = tma_store_ok(d, D) && (d->batch == 1 || d->stride_d != 0);
     if (RS && !p.tma_store) /* rs_plan holds when RS is launched: its only epilogue is the TMA store */
         return cml__error(CML_ERR_INTERNAL, "%s: the tf32 RS launch needs TMA stores of D", fn);
-    if (p.tma_store) CML_TRY(output_map(&map_d, d, D, swap ? 32u : 64u));
-    long long work = (long long)p.cluster_rows * p.tiles_n * p.batch * splits; /* tiles of CLUSTER CTAs */
+    if (p.tma_store) CML_TRY(output_map(&map_d, d, D, swap ? 32u : 64u, BN == 160));
+    long long work = (long long)p.cluster_rows * ((p.tiles_n + CN - 1) / CN) * p.batch * splits; /* cluster tiles */
     int sms = cml__cuda_sm_count(dev);
     long long clusters = work < sms / CLUSTER ? work : sms / CLUSTER;
 
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg = cluster_launch(ctx, &attr, clusters, CLUSTER, smem_t::total);
-    cudaError_t e = cudaLaunchKernelEx(&cfg, gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP>, map_a,
-                                       map_b, map_d, epi, p);
+    if (CLUSTER > 2) { /* fewer clusters of 4 than sms / 4 fit at once (an H100: 30, whole GPCs): the grid those make */
+        static int resident[CML__MAX_CUDA_DEVICES];
+        if (resident[dev] == 0) {
+            cfg.gridDim = dim3((unsigned)((sms / CLUSTER) * CLUSTER));
+            int n = 0;
+            CML_CUDA_TRY(fn, cudaOccupancyMaxActiveClusters(
+                                 &n, gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP, CN>, &cfg));
+            if (n < 1)
+                return cml__error(CML_ERR_CUDA, "%s: no cluster of %d CTAs of gemm_sm90_kernel (%zu bytes of shared "
+                                  "memory each) fits this GPU", fn, CLUSTER, (size_t)smem_t::total);
+            resident[dev] = n;
+        }
+        if (clusters > resident[dev]) clusters = resident[dev];
+        cfg.gridDim = dim3((unsigned)(clusters * CLUSTER));
+    }
+    last_launch.grid = (int)(clusters * CLUSTER), last_launch.cluster = CLUSTER, last_launch.cluster_n = CN;
+    cudaError_t e = cudaLaunchKernelEx(&cfg, gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP, CN>,
+                                       map_a, map_b, map_d, epi, p);
     if (e != cudaSuccess)
         return cml__error(CML_ERR_CUDA,
                           "%s: launching gemm_sm90_kernel<%s, %dx%d, cluster %d> (M=%lld N=%lld K=%lld batch=%lld, "
@@ -302,9 +327,17 @@ static long long k_blocks_of(const cml_gemm_desc *d, int kind) {
 
 static bool config_valid(const cml_gemm_desc *d, int kind, const cml__gemm_sm90_config *c) {
     const bool is16 = kind == CML_SM90_BF16 || kind == CML_SM90_F16;
-    if (c->bn != 256 && c->bn != 128 && !(c->bn == 192 && is16)) return false;
+    if (c->bn != 256 && c->bn != 128 && !((c->bn == 192 || c->bn == 160) && is16)) return false;
+    /* 160 wide: 128-row cooperative tiles only (the MLP weight gradients, 3072 x 768 and 768 x 3072, in 120 tiles for
+     * 120 SMs, where 192 wide leaves 36 of 132 idle) */
+    if (c->bn == 160 && (c->rows != 128 || c->pingpong != 0)) return false;
     if (c->group_m < 1 || c->group_m > 64 || c->splits < 1 || c->splits > CML_SM90_MAX_SPLITS) return false;
-    if (c->cluster != 1 && c->cluster != 2) return false;
+    if (c->cluster != 1 && c->cluster != 2 && c->cluster != 4) return false;
+    /* clusters of 4: the 160-wide tile with an N-major B (its three 64-column blocks shared round-robin), no K split;
+     * 2 x 2 with an M-major A too (A's two blocks shared along the tile row) */
+    if (c->cluster == 4 && (c->bn != 160 || d->op_b != CML_OP_N || c->splits != 1)) return false;
+    if (c->cluster_n < 0 || (c->cluster_n > 1 && (c->cluster_n != 2 || c->cluster != 4 || d->op_a != CML_OP_T)))
+        return false;
     if (c->rows != 128 && !(c->rows == 64 && is16)) return false;
     /* 128-row ping-pong: a consumer holds a whole tile's accumulators (bn registers a thread); tf32 128 wide (its
      * launches with an operand read into registers run the cooperative kernel instead: sm90_run) */
@@ -388,9 +421,9 @@ typedef struct tuned_entry {
     cml__gemm_sm90_config cfg;
 } tuned_entry;
 
-/* a 13th argument, 1, names the 128-row ping-pong schedule */
+/* a 13th argument, 1, names the 128-row ping-pong schedule; 0, 2 (13th and 14th) a cluster of 2 x 2 tiles */
 #define CML_SM90_TUNED(kind, op_a, op_b, M, N, K, batch, rows, bn, splits, cluster, group_m, ...) \
-    {CML_SM90_##kind, op_a, op_b, M, N, K, batch, {bn, splits, cluster, group_m, rows, (__VA_ARGS__ + 0)}},
+    {CML_SM90_##kind, op_a, op_b, M, N, K, batch, {bn, splits, cluster, group_m, rows, __VA_ARGS__}},
 static const tuned_entry tuned_table[] = {
 #include "kernels/cuda/gemm/gemm_sm90_tuned.inc" /* also defines CML_SM90_TUNED_SMS */
     {-1, 0, 0, 0, 0, 0, 0, {0, 0, 0, 0, 0, 0}} /* end */
@@ -425,6 +458,16 @@ extern "C" void cml__gemm_sm90_force_config(const cml__gemm_sm90_config *cfg) {
 static cml__gemm_sm90_config plan(const cml_ctx *ctx, const cml_gemm_desc *d, int kind, bool *tuned) {
     if (tuned) *tuned = false;
     if (forced_on && config_valid(d, kind, &forced)) return forced;
+#if CML_SM90_DEV_TIMELINE /* dev (session 26): CML_SM90_DEV_FORCE="bn,splits,cluster,group_m,cluster_n" for the
+                            * weight gradients of the MLP (3072 x 768 x 8192, 768 x 3072 x 8192) in camel bench */
+    {
+        const char *e = getenv("CML_SM90_DEV_FORCE");
+        cml__gemm_sm90_config f = {0, 0, 0, 0, 128, 0, 0};
+        if (e && sscanf(e, "%d,%d,%d,%d,%d", &f.bn, &f.splits, &f.cluster, &f.group_m, &f.cluster_n) == 5 &&
+            d->M * d->N == 3072 * 768 && d->K == 8192 && config_valid(d, kind, &f))
+            return f;
+    }
+#endif
     const cml__gemm_sm90_config *t = tuned_config(ctx, d, kind);
     if (t) {
         if (tuned) *tuned = true;
@@ -555,6 +598,12 @@ static sm90_layout layout(const cml_ctx *ctx, const cml_gemm_desc *d, int kind, 
     if (l.pack_a) bytes_a = pack_layout(d->M, d->K, d->batch, d->stride_a, es, &l.e.op_a, CML_OP_N, &l.e.lda, &l.e.stride_a);
     if (l.pack_b) bytes_b = pack_layout(d->N, d->K, d->batch, d->stride_b, es, &l.e.op_b, CML_OP_T, &l.e.ldb, &l.e.stride_b);
     l.pl = plan(ctx, d, kind, NULL);
+    /* clusters of 4 need the operands' layouts as stored (N-major B; M-major A for 2 x 2): repacked for TMA, the
+     * tile runs in clusters of 4 along M, or alone */
+    if (l.pl.cluster == 4 && !config_valid(&l.e, kind, &l.pl)) {
+        l.pl.cluster_n = 0;
+        if (!config_valid(&l.e, kind, &l.pl)) l.pl.cluster = 1;
+    }
     l.off_b = align256(bytes_a);
     l.off_partials = l.off_b + align256(bytes_b);
     /* RS_SWAP's tiles (and split-K partials) are those of the swapped shape; a query (no pointers) covers them too,
@@ -634,6 +683,9 @@ static cml_status sm90_run_tile(cml_ctx *ctx, const sm90_layout *l, void *D, con
     const cml__gemm_sm90_config *c = &l->pl;
     if (c->bn == 256)
         return sm90_launch<256, 4, KIND, TRANS_A, TRANS_B, CLUSTER, PP>(ctx, &l->e, D, A, B, C, c, partials);
+    if constexpr ((KIND == CML_SM90_BF16 || KIND == CML_SM90_F16) && !PP)
+        if (c->bn == 160) /* three 64-column B blocks a stage: 40 KB, 5 stages */
+            return sm90_launch<160, 5, KIND, TRANS_A, TRANS_B, CLUSTER, 0>(ctx, &l->e, D, A, B, C, c, partials);
     if constexpr (KIND == CML_SM90_BF16 || KIND == CML_SM90_F16)
         if (c->bn == 192) {
             if constexpr (!PP)
@@ -677,6 +729,13 @@ static cml_status sm90_run(cml_ctx *ctx, const sm90_layout *l, void *D, const vo
         if (l->pl.rows == 64) {
             if (l->pl.cluster == 2) return sm90_run_tile<KIND, TRANS_A, TRANS_B, 2, 1>(ctx, l, D, A, B, C, partials);
             return sm90_run_tile<KIND, TRANS_A, TRANS_B, 1, 1>(ctx, l, D, A, B, C, partials);
+        }
+    if constexpr ((KIND == CML_SM90_BF16 || KIND == CML_SM90_F16) && TRANS_B) /* config_valid: 160 wide only */
+        if (l->pl.cluster == 4) {
+            if constexpr (TRANS_A)
+                if (l->pl.cluster_n == 2)
+                    return sm90_launch<160, 5, KIND, TRANS_A, TRANS_B, 4, 0, 2>(ctx, &l->e, D, A, B, C, &l->pl, partials);
+            return sm90_launch<160, 5, KIND, TRANS_A, TRANS_B, 4, 0>(ctx, &l->e, D, A, B, C, &l->pl, partials);
         }
     if (l->pl.cluster == 2) return sm90_run_tile<KIND, TRANS_A, TRANS_B, 2, 0>(ctx, l, D, A, B, C, partials);
     return sm90_run_tile<KIND, TRANS_A, TRANS_B, 1, 0>(ctx, l, D, A, B, C, partials);

@@ -111,7 +111,7 @@ typedef struct cml__sm90_group { /* 64-byte aligned through CUtensorMap */
  * fields above group_m are unused. */
 typedef struct cml__sm90_problem {
     int tiles_m, tiles_n, batch;
-    int cluster_rows; /* ceil(tiles_m / CLUSTER): the tile rows of cluster-sized tile pairs */
+    int cluster_rows; /* ceil(tiles_m / (CLUSTER / CN)): the rows of cluster tiles */
     int k_blocks;      /* ceil(K / elements per 128-byte row) */
     int group_m;       /* tile rows visited together */
     int a_batch_fixed; /* stride_a == 0: every batch reads matrix 0 */
@@ -159,7 +159,8 @@ template <int BN, int STAGES, int BM = CML_SM90_BM>
 struct cml__sm90_smem {
     enum {
         a_bytes = BM * CML_SM90_ROW_BYTES,
-        b_bytes = BN * CML_SM90_ROW_BYTES,
+        /* room for whole 64-column blocks: the 160-wide tile's N-major B is loaded as three (cml__sm90_b_bytes) */
+        b_bytes = (BN + 63) / 64 * 64 * CML_SM90_ROW_BYTES,
         epi_bytes = 64 * CML_SM90_EPI_STRIDE * 4,
         /* the stages, then (after the epilogue region) the barriers and one word per consumer
          * (split K: "arrived last") */
@@ -178,17 +179,26 @@ struct cml__sm90_smem {
     static_assert(total <= CML_SM90_SMEM_MAX, "the stages and the epilogue region fit a block's shared memory");
 };
 
+/* The bytes of B a stage receives: BN K-major rows, or N-major whole 64-column blocks (the 160-wide tile: three, the
+ * last one's 32 columns past the tile unused). */
+template <int BN, int TRANS_B>
+struct cml__sm90_b_bytes {
+    enum { value = (TRANS_B ? (BN + 63) / 64 * 64 : BN) * CML_SM90_ROW_BYTES };
+};
+
 /* One wgmma of 32 bytes of K: dispatch on the input kind and tile width. */
 template <int BN, int KIND, int TRANS_A, int TRANS_B>
 static __device__ __forceinline__ void cml__sm90_mma(float *acc, uint64_t da, uint64_t db) {
     if (KIND == CML_SM90_BF16) {
         if (BN == 256) cml__wgmma_m64n256k16_bf16<TRANS_A, TRANS_B>(acc, da, db, 1);
         else if (BN == 192) cml__wgmma_m64n192k16_bf16<TRANS_A, TRANS_B>(acc, da, db, 1);
+        else if (BN == 160) cml__wgmma_m64n160k16_bf16<TRANS_A, TRANS_B>(acc, da, db, 1);
         else if (BN == 128) cml__wgmma_m64n128k16_bf16<TRANS_A, TRANS_B>(acc, da, db, 1);
         else cml__wgmma_m64n64k16_bf16<TRANS_A, TRANS_B>(acc, da, db, 1);
     } else if (KIND == CML_SM90_F16) {
         if (BN == 256) cml__wgmma_m64n256k16_f16<TRANS_A, TRANS_B>(acc, da, db, 1);
         else if (BN == 192) cml__wgmma_m64n192k16_f16<TRANS_A, TRANS_B>(acc, da, db, 1);
+        else if (BN == 160) cml__wgmma_m64n160k16_f16<TRANS_A, TRANS_B>(acc, da, db, 1);
         else if (BN == 128) cml__wgmma_m64n128k16_f16<TRANS_A, TRANS_B>(acc, da, db, 1);
         else cml__wgmma_m64n64k16_f16<TRANS_A, TRANS_B>(acc, da, db, 1);
     } else if (KIND == CML_SM90_TF32) {
@@ -325,28 +335,30 @@ static __device__ __noinline__ uint2 cml__sm90_finish_quad(const cml__gemm_epi *
  * cml__sm90_finish_quad. */
 enum { CML_SM90_Z_BF16 = 0, CML_SM90_Z_BF16_SCALED, CML_SM90_Z_F16_SCALED, CML_SM90_Z_FINISH };
 
-/* One round's blocks c0.. of the TMA epilogue into shared memory (stmatrix, 128-byte swizzle: see
- * cml__sm90_tma_epilogue), each quad as Z (CML_SM90_Z_*) says: a compile-time choice, so a quad is
- * its few conversions and one stmatrix, with no branch and no code of the other kinds. */
-template <int BN, int NBUF, int Z, int COPY>
+/* One round's blocks c0.. of the TMA epilogue into shared memory (stmatrix; OC = 64 columns a block in the 128-byte
+ * swizzle, see cml__sm90_tma_epilogue, or 32 in the 64-byte one), each quad as Z (CML_SM90_Z_*) says: a compile-time
+ * choice, so a quad is its few conversions and one stmatrix, with no branch and no code of the other kinds. */
+template <int BN, int NBUF, int Z, int COPY, int OC = CML_SM90_OUT_COLS>
 static __device__ __forceinline__ void cml__sm90_stage_blocks(const cml__gemm_epi *e, const float *acc,
                                                               uint8_t *blocks, int c0, int warp, int lane, int row0,
                                                               int col0, float s) {
-    constexpr int NB = BN / CML_SM90_OUT_COLS;
+    constexpr int NB = BN / OC;
     /* the fragment quad a thread holds: rows frag_row and + 8; stmatrix: lane l addresses row
      * l % 8 of matrix l / 8 (matrices 0, 1: rows 0-7, 8-15 of the warp's 16 at 8 columns;
      * 2, 3: the same rows at the next 8 columns) */
     const int frag_row = 16 * warp + lane / 4, mi = lane / 8, st_row = 16 * warp + lane % 8 + 8 * (mi & 1);
-    const uint32_t swz = (uint32_t)(st_row & 7);
+    /* OC = 64: rows of 128 bytes, 16-byte chunk j of row R at j ^ (R % 8) (the 128-byte swizzle); OC = 32: rows of
+     * 64 bytes, chunk j at j ^ (R / 2 % 4) (the 64-byte swizzle: address bits 7-8 into bits 4-5) */
+    const uint32_t swz = (uint32_t)(OC == 64 ? st_row & 7 : (st_row >> 1) & 3);
 #pragma unroll
     for (int c = c0; c < (c0 + NBUF < NB ? c0 + NBUF : NB); c++) {
-        const uint32_t row_addr = cml__smem_addr(blocks + (c - c0) * CML_SM90_OUT_BYTES + st_row * 128);
+        const uint32_t row_addr = cml__smem_addr(blocks + (c - c0) * (64 * OC * 2) + st_row * (OC * 2));
 #pragma unroll
-        for (int j = 0; j < CML_SM90_OUT_COLS / 16; j++) {
+        for (int j = 0; j < OC / 16; j++) {
 #if CML_SM90_DEV_EPI == 3 /* dev only: the TMA stores without the staging writes (D gets stale bytes) */
             break;
 #endif
-            const int q = c * (CML_SM90_OUT_COLS / 8) + 2 * j, r = 4 * q; /* quads q and q + 1 */
+            const int q = c * (OC / 8) + 2 * j, r = 4 * q; /* quads q and q + 1 */
             uint2 lo, hi;
             if (Z == CML_SM90_Z_BF16) { /* s == 1: acc itself (cml__sm90_tma_epilogue says why exact) */
                 lo = make_uint2(cml__sm90_pack2(true, acc[r], acc[r + 1]),
@@ -472,7 +484,7 @@ static __device__ __forceinline__ void cml__sm90_tma_epilogue_f32(const cml__gem
  * the tensor cores' arithmetic (wgmma from zero) or of the split-K gather's adds, and arithmetic
  * returns only quiet NaNs (the canonical one on this hardware), which the multiply passes through;
  * the conversion then sees the same bits either way. */
-template <int BN, int NBUF, int KIND, int COPY = 0>
+template <int BN, int NBUF, int KIND, int COPY = 0, int OC = CML_SM90_OUT_COLS>
 static __device__ __forceinline__ void cml__sm90_tma_epilogue(const cml__gemm_epi *e, const CUtensorMap *map_d,
                                                               const float *acc, uint8_t *blocks, int consumer,
                                                               bool leader, int warp, int lane, int row0, int col0,
@@ -483,7 +495,7 @@ static __device__ __forceinline__ void cml__sm90_tma_epilogue(const cml__gemm_ep
                                                  batch);
             return;
         }
-    constexpr int NB = BN / CML_SM90_OUT_COLS;
+    constexpr int NB = BN / OC;
     float s = e->alpha;
     if (e->a_scale_mode == CML_SCALE_TENSOR) s *= e->a_scale[0];
     if (e->b_scale_mode == CML_SCALE_TENSOR) s *= e->b_scale[0];
@@ -496,21 +508,22 @@ static __device__ __forceinline__ void cml__sm90_tma_epilogue(const cml__gemm_ep
         if (leader) cml__bulk_wait_read<0>(); /* every earlier store is done reading its block */
         cml__sm90_consumer_sync(consumer);
         if (copy)
-            cml__sm90_stage_blocks<BN, NBUF, CML_SM90_Z_BF16, COPY>(e, acc, blocks, c0, warp, lane, row0, col0, s);
+            cml__sm90_stage_blocks<BN, NBUF, CML_SM90_Z_BF16, COPY, OC>(e, acc, blocks, c0, warp, lane, row0, col0, s);
         else if (finish)
-            cml__sm90_stage_blocks<BN, NBUF, CML_SM90_Z_FINISH, COPY>(e, acc, blocks, c0, warp, lane, row0, col0, s);
+            cml__sm90_stage_blocks<BN, NBUF, CML_SM90_Z_FINISH, COPY, OC>(e, acc, blocks, c0, warp, lane, row0, col0, s);
         else if (f16)
-            cml__sm90_stage_blocks<BN, NBUF, CML_SM90_Z_F16_SCALED, COPY>(e, acc, blocks, c0, warp, lane, row0, col0, s);
+            cml__sm90_stage_blocks<BN, NBUF, CML_SM90_Z_F16_SCALED, COPY, OC>(e, acc, blocks, c0, warp, lane, row0, col0,
+                                                                              s);
         else
-            cml__sm90_stage_blocks<BN, NBUF, CML_SM90_Z_BF16_SCALED, COPY>(e, acc, blocks, c0, warp, lane, row0, col0, s);
+            cml__sm90_stage_blocks<BN, NBUF, CML_SM90_Z_BF16_SCALED, COPY, OC>(e, acc, blocks, c0, warp, lane, row0,
+                                                                               col0, s);
         cml__fence_proxy_async_smem();
         cml__sm90_consumer_sync(consumer);
 #if CML_SM90_DEV_EPI != 2 /* dev only (2): the staging writes without the TMA stores */
         if (leader) {
 #pragma unroll
             for (int c = c0; c < (c0 + NBUF < NB ? c0 + NBUF : NB); c++)
-                cml__tma_store_3d(map_d, blocks + (c - c0) * CML_SM90_OUT_BYTES, col0 + c * CML_SM90_OUT_COLS, row0,
-                                  batch);
+                cml__tma_store_3d(map_d, blocks + (c - c0) * (64 * OC * 2), col0 + c * OC, row0, batch);
             cml__bulk_commit();
         }
 #endif
@@ -577,7 +590,7 @@ static __device__ __forceinline__ uint64_t cml__sm90_desc(uint32_t lo) {
 }
 
 /* The cluster tile a linear index names, in grouped order (group_m tile rows at a time):
- * tile row tm of the cluster's first CTA (CTA rank r takes row tm * CLUSTER + r),
+ * tile row tm of the cluster tile (the kernel places its CTAs in it),
  * column tn, batch b. */
 static __device__ __forceinline__ void cml__sm90_tile(int cluster_rows, int tiles_n, int group_m, int tile, int *tm,
                                                       int *tn, int *b) {
@@ -595,11 +608,12 @@ static __device__ __forceinline__ void cml__sm90_tile(int cluster_rows, int tile
 /* Where linear cluster tile `tile` lies: its problem *g (grouped launches; tiles are visited
  * in increasing order, so *g only moves forward), tile coordinates, the batch index of its
  * output (with split K: batch * splits + split), and its K blocks [*k_first, + *k_blocks). */
+template <int CN>
 static __device__ __forceinline__ void cml__sm90_locate(const cml__sm90_problem *p, int tile, int *g, int *tm, int *tn,
                                                         int *b, int *k_first, int *k_blocks) {
     *k_first = 0;
     if (p->n_groups == 0) {
-        cml__sm90_tile(p->cluster_rows, p->tiles_n, p->group_m, tile, tm, tn, b);
+        cml__sm90_tile(p->cluster_rows, (p->tiles_n + CN - 1) / CN, p->group_m, tile, tm, tn, b);
         *k_blocks = p->k_blocks;
         if (p->splits > 1) {
             *k_first = (*b % p->splits) * p->split_kb;
@@ -799,7 +813,7 @@ static __device__ __forceinline__ void cml__sm90_tma_epilogue_f32t(const cml__ge
  * 64 x BN accumulator halves (BN registers a thread: BN <= 192; tf32 only without TRANS_A, RS) and stores both. The producer's
  * loads are the cooperative kernel's. Launched only without split K and with TMA stores of D (gemm_sm90.cu,
  * sm90_run): its general epilogue is not compiled, so that the shared store routine keeps its registers. */
-template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PINGPONG = 0>
+template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PINGPONG = 0, int CN = 1>
 static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_d, const __grid_constant__ cml__gemm_epi epi,
@@ -818,10 +832,14 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
     uint64_t *full = (uint64_t *)((uint8_t *)epi_stage + smem_t::epi_region);
     uint64_t *empty = full + STAGES;
     int *split_last = (int *)(empty + STAGES); /* one word per consumer */
-    /* With CLUSTER = 2, the two CTAs of a cluster take vertically adjacent tiles that share
-     * their B tile: each loads half of it and multicasts it to both, so a stage may be
-     * refilled only when the consumers of both CTAs are done with it. */
-    const int rank = CLUSTER > 1 ? (int)cml__cluster_rank() : 0;
+    /* A cluster's CTAs take a block of CM x CN tiles (CN = 1: CLUSTER vertically adjacent tiles; CN = 2: 2 x 2,
+     * the 160-wide tile with M-major A and N-major B only, gemm_sm90.cu's config_valid), rank = rn * CM + rm for
+     * tile row rm and column rn of the block. The CTAs of a tile column share their B tile, those of a tile row
+     * their A tile: each loads its share of the blocks and multicasts them to the others, so a stage may be refilled
+     * only when the consumers of every CTA are done with it (all of them release it everywhere). */
+    static_assert(CN == 1 || (CN == 2 && CLUSTER == 4 && TRANS_A && TRANS_B), "2 x 2 clusters: TN, 4 CTAs");
+    constexpr int CM = CLUSTER / CN;
+    const int rank = CLUSTER > 1 ? (int)cml__cluster_rank() : 0, rm = rank % CM, rn = rank / CM;
 
 #if CML_SM90_DEV_TIMELINE
     if (threadIdx.x == 0) CML_SM90_TL_META(6, clock64());
@@ -849,7 +867,8 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
 #endif
 
     const int total = prob.n_groups ? prob.groups[prob.n_groups - 1].tile_end
-                                    : prob.cluster_rows * prob.tiles_n * prob.batch * max(prob.splits, 1);
+                                    : prob.cluster_rows * ((prob.tiles_n + CN - 1) / CN) * prob.batch *
+                                          max(prob.splits, 1);
     const int first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup == 0) {
@@ -882,7 +901,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                 const int tl_slot = tl_tile++;
 #endif
                 int tm, tn, b, k_first, k_blocks;
-                cml__sm90_locate(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
+                cml__sm90_locate<CN>(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
                 if (prob.splits > 1) b /= prob.splits; /* the operands' batch */
 #if CML_SM90_DEV_TIMELINE
                 if (tl_slot == 0) CML_SM90_TL_META(7, clock64());
@@ -894,7 +913,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                     cml__tma_map_acquire(mb);
                     acquired = g;
                 }
-                const int m0 = (tm * CLUSTER + rank) * BM, n0 = tn * BN;
+                const int m0 = (tm * CM + rm) * BM, n0 = (tn * CN + rn) * BN;
                 const int ba = prob.a_batch_fixed ? 0 : b, bb = prob.b_batch_fixed ? 0 : b;
                 int k0 = k_first * elems_per_row;
                 for (int kb = 0; kb < k_blocks; kb++, k0 += elems_per_row) {
@@ -907,23 +926,27 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                     for (const long long t0 = clock64(); clock64() - t0 < CML_SM90_DEV_PRODUCER_SPIN;) {
                     }
 #endif
-                    cml__mbar_arrive_expect_tx_at(fb, smem_t::a_bytes + smem_t::b_bytes);
+                    cml__mbar_arrive_expect_tx_at(fb, smem_t::a_bytes + cml__sm90_b_bytes<BN, TRANS_B>::value);
                     const uint32_t sa = a0 + s * smem_t::a_bytes, sb = b0 + s * smem_t::b_bytes;
                     if (TRANS_A) { /* A stored K x M: 128-byte column blocks (64 16-bit, 32 tf32) of elems_per_row K rows */
                         constexpr int MN = KIND == CML_SM90_TF32 ? 32 : 64; /* tf32: the RS launch (cml__sm90_rs_chunk) */
 #pragma unroll
-                        for (int j = 0; j < BM / MN; j++)
-                            cml__tma_load_3d_at(sa + j * block_bytes, ma, fb, m0 + MN * j, k0, ba);
+                        for (int j = 0; j < BM / MN; j++) {
+                            if (CN == 1) cml__tma_load_3d_at(sa + j * block_bytes, ma, fb, m0 + MN * j, k0, ba);
+                            else if (j % CN == rn) /* the tile row's CTAs: rm, rm + CM */
+                                cml__tma_load_3d_multicast_at(sa + j * block_bytes, ma, fb, m0 + MN * j, k0, ba,
+                                                              (1u << rm) | (1u << (rm + CM)));
+                        }
                     } else {
                         cml__tma_load_3d_at(sa, ma, fb, k0, m0, ba);
                     }
                     if (TRANS_B) { /* B stored K x N (op N): N-major 64-column blocks, shared round-robin */
 #pragma unroll
-                        for (int j = 0; j < BN / 64; j++) {
-                            if (j % CLUSTER != rank) continue;
-                            if (CLUSTER > 1)
+                        for (int j = 0; j < (BN + 63) / 64; j++) {
+                            if (j % CM != rm) continue;
+                            if (CLUSTER > 1) /* the tile column's CTAs */
                                 cml__tma_load_3d_multicast_at(sb + j * block_bytes, mb, fb, n0 + 64 * j, k0, bb,
-                                                              (1u << CLUSTER) - 1);
+                                                              ((1u << CM) - 1) << (rn * CM));
                             else cml__tma_load_3d_at(sb + j * block_bytes, mb, fb, n0 + 64 * j, k0, bb);
                         }
                     } else if (CLUSTER > 1) { /* K-major: this CTA's share of the B rows */
@@ -1001,7 +1024,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
         }
         for (int tile = first; tile < total; tile += step, mine++) {
             int tm, tn, b, k_first, k_blocks;
-            cml__sm90_locate(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
+            cml__sm90_locate<CN>(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
             if (PINGPONG && (mine & 1) != consumer) { /* the other consumer's tile: skip its stages */
                 it += k_blocks;
                 const int n = s + k_blocks;
@@ -1079,7 +1102,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
 #elif CML_SM90_DEV_EPI == 6 /* dev only: no epilogue at run time, its code still compiled in */
             if (epi.alpha != 12345.0f) continue;
 #endif
-            tm = tm * CLUSTER + rank;
+            tm = tm * CM + rm, tn = tn * CN + rn;
             if (PINGPONG != 2 && prob.splits > 1) { /* only the split that arrives last stores D (cml__sm90_problem) */
                 const int split = b % prob.splits;
                 b /= prob.splits;
@@ -1100,17 +1123,28 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                                                                            lane, tm * BM + consumer * 64, tn * BN, b);
                 continue;
             }
-            if (tma_store) {
-#pragma unroll
-                for (int h = 0; h < (PINGPONG == 2 ? 2 : 1); h++) /* 128-row ping-pong: the two 64-row halves */
-                    cml__sm90_tma_epilogue<BN, smem_t::out_bufs, KIND, PINGPONG == 2>(
-                        ep, md, acc + h * (BN / 2), (uint8_t *)epi_stage + consumer * (smem_t::epi_region / 2),
-                        consumer, leader, warp, lane, tm * BM + (PINGPONG ? 64 * h : consumer * 64), tn * BN, b);
+            if constexpr (BN == 160) /* 32-column blocks (64 bytes, the 64-byte swizzle), twice as many a buffer */
+                if (tma_store) {
+                    cml__sm90_tma_epilogue<BN, 2 * smem_t::out_bufs, KIND, 0, 32>(
+                        ep, md, acc, (uint8_t *)epi_stage + consumer * (smem_t::epi_region / 2), consumer, leader, warp,
+                        lane, tm * BM + consumer * 64, tn * BN, b);
 #if CML_SM90_DEV_TIMELINE
-                if (leader) CML_SM90_TL(mine, consumer == 0 ? 3 : 5, clock64());
+                    if (leader) CML_SM90_TL(mine, consumer == 0 ? 3 : 5, clock64());
 #endif
-                continue;
-            }
+                    continue;
+                }
+            if constexpr (BN % 64 == 0) /* whole 64-column blocks */
+                if (tma_store) {
+#pragma unroll
+                    for (int h = 0; h < (PINGPONG == 2 ? 2 : 1); h++) /* 128-row ping-pong: the two 64-row halves */
+                        cml__sm90_tma_epilogue<BN, smem_t::out_bufs, KIND, PINGPONG == 2>(
+                            ep, md, acc + h * (BN / 2), (uint8_t *)epi_stage + consumer * (smem_t::epi_region / 2),
+                            consumer, leader, warp, lane, tm * BM + (PINGPONG ? 64 * h : consumer * 64), tn * BN, b);
+#if CML_SM90_DEV_TIMELINE
+                    if (leader) CML_SM90_TL(mine, consumer == 0 ? 3 : 5, clock64());
+#endif
+                    continue;
+                }
 
             /* accumulator fragment: register 4q + 2h + e holds row 16 * warp + lane / 4 + 8h,
              * column 8q + 2 (lane % 4) + e of this consumer's 64 x BN block */
