@@ -809,6 +809,22 @@ static void test_sm90_wide160(void) {
         }
     cml__gemm_sm90_force_config(NULL);
     printf("  %d forced 160-wide cases\n", forced);
+    /* the estimate takes the form for GPT-2's MLP weight gradients at any token count, and nowhere else here */
+    if (cml__cuda_sm_count(0) >= 132) {
+        static const int64_t picks[][5] = {/* op_a, M, N, K, expected cluster_n (0: not 160 wide) */
+                                           {1, 3072, 768, 8192, 1}, {1, 768, 3072, 8192, 2}, {1, 3072, 768, 1024, 1},
+                                           {1, 768, 3072, 4096, 2},  {1, 2304, 768, 8192, 0}, {1, 768, 768, 8192, 0},
+                                           {0, 3072, 768, 8192, 0},  {1, 4096, 1024, 8192, 0}};
+        for (int i = 0; i < 8; i++) {
+            const cml_gemm_desc e = cml_gemm_desc_init((cml_op)picks[i][0], CML_OP_N, picks[i][1], picks[i][2],
+                                                       picks[i][3], 1, CML_BF16, CML_BF16);
+            const cml__gemm_sm90_config c = cml__gemm_sm90_estimate_config(gctx, &e);
+            const int got = c.bn == 160 && c.cluster == 4 ? (c.cluster_n == 2 ? 2 : 1) : 0;
+            CHECK_MSG(got == picks[i][4], "estimate for %c%c %lldx%lldx%lld: %d wide, cluster %d (%d columns)",
+                      picks[i][0] ? 'T' : 'N', 'N', (long long)picks[i][1], (long long)picks[i][2],
+                      (long long)picks[i][3], c.bn, c.cluster, c.cluster_n);
+        }
+    }
     const cml_gemm_desc nt = cml_gemm_desc_init(CML_OP_N, CML_OP_T, 1024, 1024, 1024, 1, CML_BF16, CML_BF16);
     const cml_gemm_desc nn = cml_gemm_desc_init(CML_OP_N, CML_OP_N, 1024, 1024, 1024, 1, CML_BF16, CML_BF16);
     const cml_gemm_desc tn = cml_gemm_desc_init(CML_OP_T, CML_OP_N, 1024, 1024, 1024, 1, CML_BF16, CML_BF16);

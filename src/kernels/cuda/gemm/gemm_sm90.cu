@@ -409,6 +409,17 @@ static cml__gemm_sm90_config estimate(const cml_ctx *ctx, const cml_gemm_desc *d
             (double)((d->M + CML_SM90_BM - 1) / CML_SM90_BM) * (double)((d->N + w - 1) / w) * d->batch;
         if (pp_tiles >= 2.5 * sms) best = cml__gemm_sm90_config{w, 1, 2, 8, 128, 1};
     }
+    /* 16-bit TN (weight gradients: A M-major, B N-major as stored) whose 160-wide tiles make one wave of clusters of
+     * 4 with no empty tile: a column of 4 tiles sharing B, or 2 x 2 sharing A and B, at ~0.99 of the tensor rate
+     * where 192-wide tiles leave SMs idle (3072 x 768 and 768 x 3072 x 8192: 1.09-1.10x; dev/gemm_sm90/README.md,
+     * session 26). One wave: at most 10 / 11 of the SMs (an H100 holds 30 clusters of 4 of this kernel: 120 of 132). */
+    if (is16 && d->op_a == CML_OP_T && d->op_b == CML_OP_N && d->batch == 1 && best.splits == 1) {
+        const long long tm = (d->M + CML_SM90_BM - 1) / CML_SM90_BM, tn = (d->N + 159) / 160;
+        const int cn = tm % 4 == 0 ? 1 : tm % 2 == 0 && tn % 2 == 0 ? 2 : 0;
+        const double wide_us = ((double)k_blocks * 0.625 + overhead_blocks) * block_us; /* 640 of 1024 clocks */
+        if (cn && tm * tn * 11 <= 10LL * sms && wide_us < 0.9 * best_us)
+            best = cml__gemm_sm90_config{160, 1, 4, 8, 128, 0, cn};
+    }
     return best;
 }
 
