@@ -871,8 +871,14 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                                           max(prob.splits, 1);
     const int first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;
     const int warpgroup = threadIdx.x / 128;
+#if CML_SM90_DEV_TIMELINE /* the start-up in parts, slot 14 (dev/gemm_sm90/startup_parts.py) */
+    if (threadIdx.x == 0) CML_SM90_TL(14, 0, clock64() + 0 * total);
+#endif
     if (warpgroup == 0) {
         cml__regs_dealloc<CML_SM90_PRODUCER_REGS>();
+#if CML_SM90_DEV_TIMELINE
+        if (threadIdx.x == 0) CML_SM90_TL(14, 1, clock64());
+#endif
         /* one lane of warp 0 issues every load; elected rather than `threadIdx.x == 0` so that
          * ptxas knows only one lane runs the TMAs (cml__elect_one) */
         if (threadIdx.x < 32 && cml__elect_one()) {
@@ -880,6 +886,9 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                 cml__tma_prefetch_map(&map_a);
                 cml__tma_prefetch_map(&map_b);
             }
+#if CML_SM90_DEV_TIMELINE
+            CML_SM90_TL(14, 2, clock64());
+#endif
             /* the k-block path is the producer's throughput limit on the narrow TN tiles
              * (dev/gemm_sm90/README.md, "the TN producer"): 32-bit shared addresses computed
              * here once, and the ring position (stage s, the parity of empty[s]'s phase to wait
@@ -982,6 +991,9 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
         }
     } else {
         cml__regs_alloc<CML_SM90_CONSUMER_REGS>();
+#if CML_SM90_DEV_TIMELINE
+        if (threadIdx.x == 128) CML_SM90_TL(14, 3, clock64());
+#endif
         const int consumer = warpgroup - 1;
         const bool leader = (threadIdx.x % 128) == 0;
         const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
