@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Session 26: a GEMM CTA's start-up in parts, from a timeline build's dumps (gemm_sm90_kernel.cuh, slot 14 of the
-dev timeline): clocks after the barriers' init and cluster sync (t0 = META 0), relative to t0 -- all threads past the
-tile count (the kernel's parameters read), the producer warpgroup's register hand-back, its tensor-map prefetches, its
+dev timeline): clocks after the barriers' init and cluster sync (t0 = META 0), relative to t0 -- thread 0 past the
+tile count's code (its parameter loads are not ordered before the stamp), the producer warpgroup's register hand-back, its tensor-map prefetches, its
 first tile located (META 7), consumer 0's registers taken, its first tile begun; medians over CTAs.
     python3 dev/gemm_sm90/startup_parts.py DIR/tl_*.txt"""
 import statistics

@@ -872,7 +872,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
     const int first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;
     const int warpgroup = threadIdx.x / 128;
 #if CML_SM90_DEV_TIMELINE /* the start-up in parts, slot 14 (dev/gemm_sm90/startup_parts.py) */
-    if (threadIdx.x == 0) CML_SM90_TL(14, 0, clock64() + 0 * total);
+    if (threadIdx.x == 0) CML_SM90_TL(14, 0, clock64());
 #endif
     if (warpgroup == 0) {
         cml__regs_dealloc<CML_SM90_PRODUCER_REGS>();
