@@ -1135,28 +1135,20 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                                                                            lane, tm * BM + consumer * 64, tn * BN, b);
                 continue;
             }
-            if constexpr (BN == 160) /* 32-column blocks (64 bytes, the 64-byte swizzle), twice as many a buffer */
-                if (tma_store) {
-                    cml__sm90_tma_epilogue<BN, 2 * smem_t::out_bufs, KIND, 0, 32>(
-                        ep, md, acc, (uint8_t *)epi_stage + consumer * (smem_t::epi_region / 2), consumer, leader, warp,
-                        lane, tm * BM + consumer * 64, tn * BN, b);
-#if CML_SM90_DEV_TIMELINE
-                    if (leader) CML_SM90_TL(mine, consumer == 0 ? 3 : 5, clock64());
-#endif
-                    continue;
-                }
-            if constexpr (BN % 64 == 0) /* whole 64-column blocks */
-                if (tma_store) {
+            if (tma_store) {
+                /* 64-column blocks; the 160-wide tile's in 32 columns (64 bytes, the 64-byte swizzle), twice as many a
+                 * buffer */
+                constexpr int OC = BN % 64 == 0 ? 64 : 32;
 #pragma unroll
-                    for (int h = 0; h < (PINGPONG == 2 ? 2 : 1); h++) /* 128-row ping-pong: the two 64-row halves */
-                        cml__sm90_tma_epilogue<BN, smem_t::out_bufs, KIND, PINGPONG == 2>(
-                            ep, md, acc + h * (BN / 2), (uint8_t *)epi_stage + consumer * (smem_t::epi_region / 2),
-                            consumer, leader, warp, lane, tm * BM + (PINGPONG ? 64 * h : consumer * 64), tn * BN, b);
+                for (int h = 0; h < (PINGPONG == 2 ? 2 : 1); h++) /* 128-row ping-pong: the two 64-row halves */
+                    cml__sm90_tma_epilogue<BN, smem_t::out_bufs * 64 / OC, KIND, PINGPONG == 2, OC>(
+                        ep, md, acc + h * (BN / 2), (uint8_t *)epi_stage + consumer * (smem_t::epi_region / 2),
+                        consumer, leader, warp, lane, tm * BM + (PINGPONG ? 64 * h : consumer * 64), tn * BN, b);
 #if CML_SM90_DEV_TIMELINE
-                    if (leader) CML_SM90_TL(mine, consumer == 0 ? 3 : 5, clock64());
+                if (leader) CML_SM90_TL(mine, consumer == 0 ? 3 : 5, clock64());
 #endif
-                    continue;
-                }
+                continue;
+            }
 
             /* accumulator fragment: register 4q + 2h + e holds row 16 * warp + lane / 4 + 8h,
              * column 8q + 2 (lane % 4) + e of this consumer's 64 x BN block */
