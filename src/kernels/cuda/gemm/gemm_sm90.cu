@@ -201,8 +201,11 @@ static void tl_dump(cml_ctx *ctx, const cml_gemm_desc *d, int bn, int stages, in
     cudaStreamSynchronize((cudaStream_t)cml_ctx_stream(ctx));
     if (cudaMemcpyFromSymbol(h, cml__sm90_tl, sizeof h) != cudaSuccess) return;
     char path[512];
-    snprintf(path, sizeof path, "%s/tl_%lldx%lldx%lld_%c%c.txt", dir, (long long)d->M, (long long)d->N,
-             (long long)d->K, d->op_a == CML_OP_T ? 'T' : 'N', d->op_b == CML_OP_T ? 'T' : 'N');
+    static unsigned long long seq; /* CML_SM90_TL_SEQ set: every launch its own file, numbered */
+    char suffix[32] = "";
+    if (getenv("CML_SM90_TL_SEQ")) snprintf(suffix, sizeof suffix, "_%04llu", seq++);
+    snprintf(path, sizeof path, "%s/tl_%lldx%lldx%lld_%c%c%s.txt", dir, (long long)d->M, (long long)d->N,
+             (long long)d->K, d->op_a == CML_OP_T ? 'T' : 'N', d->op_b == CML_OP_T ? 'T' : 'N', suffix);
     FILE *f = fopen(path, "w");
     if (f) {
         fprintf(f, "shape %lld %lld %lld bn %d stages %d cluster %d splits %d grid %d\n", (long long)d->M,
@@ -266,6 +269,12 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
     p.split_kb = (p.k_blocks + splits - 1) / splits;
     p.partials = NULL;
     p.arrivals = NULL;
+    const int cluster_cols = (p.tiles_n + CN - 1) / CN, last_m = p.cluster_rows % p.group_m;
+    p.div_batch = cml__sm90_div_make(p.cluster_rows * cluster_cols);
+    p.div_group = cml__sm90_div_make(p.group_m * cluster_cols);
+    p.div_group_m = cml__sm90_div_make(p.group_m);
+    p.div_last_m = cml__sm90_div_make(last_m ? last_m : p.group_m);
+    p.div_splits = cml__sm90_div_make(splits);
     if (splits > 1) { /* partials in ws (splitk_bytes), counters that are 0 and that the kernel leaves 0 */
         p.partials = ws;
         void *counters = NULL;
@@ -476,6 +485,16 @@ static cml__gemm_sm90_config plan(const cml_ctx *ctx, const cml_gemm_desc *d, in
         cml__gemm_sm90_config f = {0, 0, 0, 0, 128, 0, 0};
         if (e && sscanf(e, "%d,%d,%d,%d,%d", &f.bn, &f.splits, &f.cluster, &f.group_m, &f.cluster_n) == 5 &&
             d->M * d->N == 3072 * 768 && d->K == 8192 && config_valid(d, kind, &f))
+            return f;
+    }
+#endif
+#if CML_SM90_DEV_TIMELINE || CML_SM90_DEV_FORCE_ANY /* dev (session 27): CML_SM90_DEV_FORCE_ANY="rows,bn,splits,
+                            * cluster,group_m,pingpong,cluster_n" for every problem it is valid for */
+    {
+        const char *e = getenv("CML_SM90_DEV_FORCE_ANY");
+        cml__gemm_sm90_config f = {0, 0, 0, 0, 0, 0, 0};
+        if (e && sscanf(e, "%d,%d,%d,%d,%d,%d,%d", &f.rows, &f.bn, &f.splits, &f.cluster, &f.group_m, &f.pingpong,
+                        &f.cluster_n) == 7 && config_valid(d, kind, &f))
             return f;
     }
 #endif
