@@ -311,6 +311,13 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
         cfg.gridDim = dim3((unsigned)(clusters * CLUSTER));
     }
     last_launch.grid = (int)(clusters * CLUSTER), last_launch.cluster = CLUSTER, last_launch.cluster_n = CN;
+#if CML_SM90_DEV_TIMELINE /* dev (session 27): CML_SM90_TL_TWICE set: launched once more just before, back to back (the
+                           * recorded launch then finds the kernel's code and parameters where the first left them);
+                           * D is written twice with the same values (no split K: its counters would count twice) */
+    if (getenv("CML_SM90_TL_TWICE") && splits <= 1)
+        (void)cudaLaunchKernelEx(&cfg, gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP, CN>, map_a, map_b,
+                                 map_d, epi, p);
+#endif
     cudaError_t e = cudaLaunchKernelEx(&cfg, gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP, CN>,
                                        map_a, map_b, map_d, epi, p);
     if (e != cudaSuccess)
