@@ -270,11 +270,11 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
     p.partials = NULL;
     p.arrivals = NULL;
     const int cluster_cols = (p.tiles_n + CN - 1) / CN, last_m = p.cluster_rows % p.group_m;
-    p.div_batch = cml__sm90_div_make(p.cluster_rows * cluster_cols);
-    p.div_group = cml__sm90_div_make(p.group_m * cluster_cols);
-    p.div_group_m = cml__sm90_div_make(p.group_m);
-    p.div_last_m = cml__sm90_div_make(last_m ? last_m : p.group_m);
-    p.div_splits = cml__sm90_div_make(splits);
+    p.div_batch = cml__fast_div_make(p.cluster_rows * cluster_cols);
+    p.div_group = cml__fast_div_make(p.group_m * cluster_cols);
+    p.div_group_m = cml__fast_div_make(p.group_m);
+    p.div_last_m = cml__fast_div_make(last_m ? last_m : p.group_m);
+    p.div_splits = cml__fast_div_make(splits);
     if (splits > 1) { /* partials in ws (splitk_bytes), counters that are 0 and that the kernel leaves 0 */
         p.partials = ws;
         void *counters = NULL;

@@ -25,6 +25,7 @@
 
 #include <stdint.h>
 
+#include "kernels/cuda/common/fast_div.h"
 #include "kernels/cuda/common/hopper.cuh"
 #include "kernels/cuda/common/wgmma_ops.cuh"
 #include "kernels/cuda/gemm/gemm_epilogue.cuh"
@@ -106,27 +107,6 @@ typedef struct cml__sm90_group { /* 64-byte aligned through CUtensorMap */
     int tile_end; /* cluster tiles of problems 0..this one */
 } cml__sm90_group;
 
-/* n / d for 0 <= n < 2^31 and 1 <= d < 2^31 as one multiply and a shift: mul = ceil(2^shift / d) with shift = 32 +
- * ceil(log2 d) makes n * mul / 2^shift exceed n / d by less than 1 / d, so the quotient truncates right. The host
- * makes them (cml__sm90_div_make). Compiled as divisions (~20 dependent instructions each), locating a CTA's first
- * tile took ~770 clocks between the tensor-map prefetch and the first load; with these, ~300 fewer (1.006-1.008x
- * over the 16-bit GPT-2 set and squares; dev/gemm_sm90/README.md, session 27). */
-typedef struct cml__sm90_div {
-    unsigned long long mul;
-    int shift;
-} cml__sm90_div;
-
-static inline cml__sm90_div cml__sm90_div_make(int d) {
-    int p = 0;
-    while ((1ll << p) < d) p++;
-    const cml__sm90_div v = {((1ull << (32 + p)) + (unsigned long long)d - 1) / (unsigned long long)d, 32 + p};
-    return v;
-}
-
-static __device__ __forceinline__ int cml__sm90_div_q(int n, cml__sm90_div v) {
-    return (int)(((unsigned long long)(unsigned)n * v.mul) >> v.shift);
-}
-
 /* The tile grid and how operands map onto it; passed by value. With n_groups > 0 the
  * launch is grouped: the problems' maps, epilogues and grids come from groups[] and the
  * fields above group_m are unused. */
@@ -151,8 +131,9 @@ typedef struct cml__sm90_problem {
     float *partials;
     int *arrivals;
     /* not grouped: the divisors of cml__sm90_tile_fast -- cluster tiles a batch, a group of group_m tile rows, group_m,
-     * the last group's rows (cluster_rows % group_m, or group_m) -- and splits */
-    cml__sm90_div div_batch, div_group, div_group_m, div_last_m, div_splits;
+     * the last group's rows (cluster_rows % group_m, or group_m) -- and splits, as multiplies (common/fast_div.h:
+     * five divisions held a CTA's first load ~300 clocks; 1.006-1.008x, dev/gemm_sm90/README.md, session 27) */
+    cml__fast_div div_batch, div_group, div_group_m, div_last_m, div_splits;
 } cml__sm90_problem;
 
 /* Bytes of one element of KIND. */
@@ -632,13 +613,13 @@ static __device__ __forceinline__ void cml__sm90_tile(int cluster_rows, int tile
 /* cml__sm90_tile for a launch that is not grouped (tiles_n: the cluster tiles' columns), by the host's divisors. */
 static __device__ __forceinline__ void cml__sm90_tile_fast(const cml__sm90_problem *p, int tiles_n, int tile, int *tm,
                                                            int *tn, int *b) {
-    *b = cml__sm90_div_q(tile, p->div_batch);
+    *b = cml__fast_div_q(tile, p->div_batch);
     const int t = tile - *b * p->cluster_rows * tiles_n;
-    const int group = cml__sm90_div_q(t, p->div_group);
+    const int group = cml__fast_div_q(t, p->div_group);
     const int first_m = group * p->group_m, in_group = t - group * p->group_m * tiles_n;
     const bool last = p->cluster_rows - first_m < p->group_m;
     const int rows = last ? p->cluster_rows - first_m : p->group_m;
-    *tn = cml__sm90_div_q(in_group, last ? p->div_last_m : p->div_group_m);
+    *tn = cml__fast_div_q(in_group, last ? p->div_last_m : p->div_group_m);
     *tm = first_m + in_group - *tn * rows;
 }
 
@@ -653,7 +634,7 @@ static __device__ __forceinline__ void cml__sm90_locate(const cml__sm90_problem 
         cml__sm90_tile_fast(p, (p->tiles_n + CN - 1) / CN, tile, tm, tn, b);
         *k_blocks = p->k_blocks;
         if (p->splits > 1) {
-            *k_first = (*b - cml__sm90_div_q(*b, p->div_splits) * p->splits) * p->split_kb;
+            *k_first = (*b - cml__fast_div_q(*b, p->div_splits) * p->splits) * p->split_kb;
             *k_blocks = min(p->split_kb, p->k_blocks - *k_first);
         }
         return;
@@ -948,7 +929,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
 #endif
                 int tm, tn, b, k_first, k_blocks;
                 cml__sm90_locate<CN>(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
-                if (prob.splits > 1) b = cml__sm90_div_q(b, prob.div_splits); /* the operands' batch */
+                if (prob.splits > 1) b = cml__fast_div_q(b, prob.div_splits); /* the operands' batch */
 #if CML_SM90_DEV_TIMELINE
                 if (tl_slot == 0) CML_SM90_TL_META(7, clock64());
 #endif
@@ -1153,8 +1134,8 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
 #endif
             tm = tm * CM + rm, tn = tn * CN + rn;
             if (PINGPONG != 2 && prob.splits > 1) { /* only the split that arrives last stores D (cml__sm90_problem) */
-                const int split = b - cml__sm90_div_q(b, prob.div_splits) * prob.splits;
-                b = cml__sm90_div_q(b, prob.div_splits);
+                const int split = b - cml__fast_div_q(b, prob.div_splits) * prob.splits;
+                b = cml__fast_div_q(b, prob.div_splits);
                 if (tm >= prob.tiles_m) continue; /* the odd cluster row past M: nothing to store */
                 const long long half = (((long long)b * prob.tiles_m + tm) * prob.tiles_n + tn) * (PINGPONG ? 1 : 2) +
                                        (PINGPONG ? 0 : consumer);
