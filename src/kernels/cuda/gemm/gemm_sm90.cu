@@ -76,8 +76,9 @@ static CUtensorMapDataType tma_dtype(int kind) {
 
 /* The map of one operand stored rows x cols (row stride ld) per batch. K-major operands
  * load boxes of (one 128-byte row of K) x tile_rows; M/N-major ones boxes of 64 x (K rows). */
+/* half (M/N-major only): boxes of 64 bytes in the 64-byte swizzle, the 160-wide tile's B (cml__sm90_b_blocks) */
 static cml_status operand_map(CUtensorMap *map, const void *p, int kind, int64_t rows, int64_t cols, int64_t ld,
-                              int64_t stride, int64_t batch, bool k_major, uint32_t tile_rows) {
+                              int64_t stride, int64_t batch, bool k_major, uint32_t tile_rows, bool half = false) {
     size_t es = cml_dtype_size(kind == CML_SM90_TF32 ? CML_F32 : (kind >= CML_SM90_E4M3 ? CML_U8 : CML_BF16));
     uint32_t row_elems = (uint32_t)(CML_SM90_ROW_BYTES / es);
     bool fixed = batch == 1 || stride == 0;
@@ -86,8 +87,9 @@ static cml_status operand_map(CUtensorMap *map, const void *p, int kind, int64_t
     /* an unused batch stride still has to be a valid one */
     uint64_t strides[2] = {row_bytes, fixed ? row_bytes * (uint64_t)rows : (uint64_t)stride * es};
     uint32_t box[3] = {row_elems, k_major ? tile_rows : row_elems, 1};
-    if (!k_major) box[0] = row_elems; /* 128 bytes of M or N: 64 16-bit or 32 tf32 elements */
-    return cml__tma_map(map, p, tma_dtype(kind), 3, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, fn);
+    if (!k_major) box[0] = half ? row_elems / 2 : row_elems; /* 128 bytes of M or N: 64 16-bit or 32 tf32 elements */
+    return cml__tma_map(map, p, tma_dtype(kind), 3, dims, strides, box,
+                        half ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B, fn);
 }
 
 /* Whether D can take the register epilogue with TMA stores (cml__sm90_tma_epilogue): 16-bit
@@ -154,7 +156,8 @@ static cml_status allow_smem(int dev) {
     if (done[dev]) return CML_OK;
     CML_CUDA_TRY(fn, cudaFuncSetAttribute(gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP, CN>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          (int)cml__sm90_smem<BN, STAGES, PP == 1 ? 64 : CML_SM90_BM>::total));
+                                          (int)cml__sm90_smem<BN, STAGES, PP == 1 ? 64 : CML_SM90_BM,
+                                                              cml__sm90_b_blocks<BN, TRANS_B, CN>::stage_bytes>::total));
     done[dev] = true;
     return CML_OK;
 }
@@ -230,7 +233,8 @@ template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, i
 static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, const void *A, const void *B,
                               const void *C, const cml__gemm_sm90_config *pc, float *ws) {
     const int dev = ctx->device.index, splits = pc->splits, BM = PP == 1 ? 64 : CML_SM90_BM;
-    typedef cml__sm90_smem<BN, STAGES, PP == 1 ? 64 : CML_SM90_BM> smem_t;
+    typedef cml__sm90_smem<BN, STAGES, PP == 1 ? 64 : CML_SM90_BM, cml__sm90_b_blocks<BN, TRANS_B, CN>::stage_bytes>
+        smem_t;
     CML_TRY((allow_smem<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP, CN>(dev)));
     /* stored shapes: A is M x K (op N) or K x M (op T); B is N x K (op T) or K x N (op N).
      * With a cluster, each CTA loads 1/CLUSTER of a K-major B tile's rows.
@@ -249,7 +253,9 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
     } else {
         if (TRANS_A) CML_TRY(operand_map(&map_a, A, KIND, d->K, d->M, d->lda, d->stride_a, d->batch, false, 0));
         else CML_TRY(operand_map(&map_a, A, KIND, d->M, d->K, d->lda, d->stride_a, d->batch, true, BM));
-        if (TRANS_B) CML_TRY(operand_map(&map_b, B, KIND, d->K, d->N, d->ldb, d->stride_b, d->batch, false, 0));
+        if (TRANS_B)
+            CML_TRY(operand_map(&map_b, B, KIND, d->K, d->N, d->ldb, d->stride_b, d->batch, false, 0,
+                                cml__sm90_b_blocks<BN, TRANS_B, CN>::cols == 32));
         else CML_TRY(operand_map(&map_b, B, KIND, d->N, d->K, d->ldb, d->stride_b, d->batch, true, BN / CLUSTER));
     }
 

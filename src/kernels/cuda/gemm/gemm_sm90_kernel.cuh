@@ -160,12 +160,11 @@ struct cml__sm90_kind {
  * BN / 64 blocks a consumer), else 2 at a time, else 1 (the 5-stage 192-wide ring: its
  * epilogue region is the general path's 2 x 10 KB staging). */
 #define CML_SM90_SMEM_MAX 232448
-template <int BN, int STAGES, int BM = CML_SM90_BM>
+template <int BN, int STAGES, int BM = CML_SM90_BM, int B_BYTES = BN * CML_SM90_ROW_BYTES>
 struct cml__sm90_smem {
     enum {
         a_bytes = BM * CML_SM90_ROW_BYTES,
-        /* room for whole 64-column blocks: the 160-wide tile's N-major B is loaded as three (cml__sm90_b_bytes) */
-        b_bytes = (BN + 63) / 64 * 64 * CML_SM90_ROW_BYTES,
+        b_bytes = B_BYTES, /* cml__sm90_b_blocks::stage_bytes */
         epi_bytes = 64 * CML_SM90_EPI_STRIDE * 4,
         /* the stages, then (after the epilogue region) the barriers and one word per consumer
          * (split K: "arrived last") */
@@ -184,11 +183,21 @@ struct cml__sm90_smem {
     static_assert(total <= CML_SM90_SMEM_MAX, "the stages and the epilogue region fit a block's shared memory");
 };
 
-/* The bytes of B a stage receives: BN K-major rows, or N-major whole 64-column blocks (the 160-wide tile: three, the
- * last one's 32 columns past the tile unused). */
-template <int BN, int TRANS_B>
-struct cml__sm90_b_bytes {
-    enum { value = (TRANS_B ? (BN + 63) / 64 * 64 : BN) * CML_SM90_ROW_BYTES };
+/* B in a stage: BN K-major rows of 128 bytes, or (TRANS_B: N-major, 16-bit) blocks of `cols` columns x 64 K rows one
+ * after another, 64 columns in the 128-byte swizzle -- the 160-wide tile's last block half unused -- or, for the
+ * 160-wide tile in a column of CTAs (CN = 1), 32 in the 64-byte swizzle: B exactly, 1.008-1.014x on 3072 x 768 x 8192
+ * TN; in 2 x 2 clusters the same read 0.85-0.90x (dev/gemm_sm90/README.md, session 27). The wgmma descriptor: lbo = a
+ * block's bytes, sbo = 8 K rows, a 16-deep K step = 16 rows. */
+template <int BN, int TRANS_B, int CN>
+struct cml__sm90_b_blocks {
+    enum {
+        cols = BN % 64 == 0 || !TRANS_B || CN != 1 ? 64 : 32,
+        count = (BN + cols - 1) / cols,
+        row_bytes = cols * 2,
+        bytes = 64 * row_bytes,
+        stage_bytes = TRANS_B ? count * bytes : BN * CML_SM90_ROW_BYTES,
+        swizzle = row_bytes == 128 ? 1 : 2 /* the descriptor's layout field: 128- or 64-byte swizzle */
+    };
 };
 
 /* One wgmma of 32 bytes of K: dispatch on the input kind and tile width. */
@@ -593,6 +602,13 @@ static __device__ __forceinline__ uint32_t cml__sm90_desc_lo(uint32_t addr, uint
 static __device__ __forceinline__ uint64_t cml__sm90_desc(uint32_t lo) {
     return (cml__wgmma_desc(0, 0, 1024) & 0xFFFFFFFF00000000ull) | lo;
 }
+/* B's descriptor: the same, or for 32-column N-major blocks sbo = 8 rows of 64 bytes, the 64-byte swizzle */
+template <int BN, int TRANS_B, int CN>
+static __device__ __forceinline__ uint64_t cml__sm90_desc_b(uint32_t lo) {
+    if constexpr (cml__sm90_b_blocks<BN, TRANS_B, CN>::swizzle == 2)
+        return ((uint64_t)(8 * 64 / 16) << 32) | ((uint64_t)2 << 62) | lo;
+    return cml__sm90_desc(lo);
+}
 
 /* The cluster tile a linear index names, in grouped order (group_m tile rows at a time):
  * tile row tm of the cluster tile (the kernel places its CTAs in it),
@@ -838,7 +854,8 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                      const __grid_constant__ cml__sm90_problem prob) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     const int BM = PINGPONG == 1 ? 64 : CML_SM90_BM; /* rows of a tile */
-    typedef cml__sm90_smem<BN, STAGES, PINGPONG == 1 ? 64 : CML_SM90_BM> smem_t;
+    typedef cml__sm90_smem<BN, STAGES, PINGPONG == 1 ? 64 : CML_SM90_BM, cml__sm90_b_blocks<BN, TRANS_B, CN>::stage_bytes>
+        smem_t;
     static_assert(PINGPONG != 2 || BN <= 192, "128-row ping-pong tiles hold BN accumulators a thread");
     constexpr int ACC = PINGPONG == 2 ? BN : BN / 2; /* accumulators a thread */
     const int elems_per_row = CML_SM90_ROW_BYTES / cml__sm90_kind<KIND>::bytes; /* K elements per stage */
@@ -953,7 +970,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                     for (const long long t0 = clock64(); clock64() - t0 < CML_SM90_DEV_PRODUCER_SPIN;) {
                     }
 #endif
-                    cml__mbar_arrive_expect_tx_at(fb, smem_t::a_bytes + cml__sm90_b_bytes<BN, TRANS_B>::value);
+                    cml__mbar_arrive_expect_tx_at(fb, smem_t::a_bytes + smem_t::b_bytes);
                     const uint32_t sa = a0 + s * smem_t::a_bytes, sb = b0 + s * smem_t::b_bytes;
                     if (TRANS_A) { /* A stored K x M: 128-byte column blocks (64 16-bit, 32 tf32) of elems_per_row K rows */
                         constexpr int MN = KIND == CML_SM90_TF32 ? 32 : 64; /* tf32: the RS launch (cml__sm90_rs_chunk) */
@@ -967,14 +984,15 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                     } else {
                         cml__tma_load_3d_at(sa, ma, fb, k0, m0, ba);
                     }
-                    if (TRANS_B) { /* B stored K x N (op N): N-major 64-column blocks, shared round-robin */
+                    if (TRANS_B) { /* B stored K x N (op N): N-major blocks (cml__sm90_b_blocks), shared round-robin */
+                        typedef cml__sm90_b_blocks<BN, TRANS_B, CN> bb_t;
 #pragma unroll
-                        for (int j = 0; j < (BN + 63) / 64; j++) {
+                        for (int j = 0; j < bb_t::count; j++) {
                             if (j % CM != rm) continue;
                             if (CLUSTER > 1) /* the tile column's CTAs */
-                                cml__tma_load_3d_multicast_at(sb + j * block_bytes, mb, fb, n0 + 64 * j, k0, bb,
+                                cml__tma_load_3d_multicast_at(sb + j * bb_t::bytes, mb, fb, n0 + bb_t::cols * j, k0, bb,
                                                               ((1u << CM) - 1) << (rn * CM));
-                            else cml__tma_load_3d_at(sb + j * block_bytes, mb, fb, n0 + 64 * j, k0, bb);
+                            else cml__tma_load_3d_at(sb + j * bb_t::bytes, mb, fb, n0 + bb_t::cols * j, k0, bb);
                         }
                     } else if (CLUSTER > 1) { /* K-major: this CTA's share of the B rows */
                         const int rows = BN / CLUSTER;
@@ -1036,11 +1054,11 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
         const uint32_t a_lo = cml__sm90_desc_lo(cml__smem_addr(stage_a) + (PINGPONG ? 0 : cw * 64 * CML_SM90_ROW_BYTES),
                                                 TRANS_A ? block_bytes : 16);
         /* shuffled too: ptxas would otherwise rebuild it from the shared base every k-block (3 more) */
-        const uint32_t b_lo =
-            __shfl_sync(0xffffffffu, cml__sm90_desc_lo(cml__smem_addr(stage_b), TRANS_B ? block_bytes : 16), 0);
+        const uint32_t b_lo = __shfl_sync(
+            0xffffffffu, cml__sm90_desc_lo(cml__smem_addr(stage_b), TRANS_B ? cml__sm90_b_blocks<BN, TRANS_B, CN>::bytes : 16), 0);
         /* 32 bytes of K a wgmma: +32 bytes along a K-major row, or +16 K rows in an M/N-major block */
         const uint32_t step_a = (TRANS_A ? 16 * CML_SM90_ROW_BYTES : 32) >> 4;
-        const uint32_t step_b = (TRANS_B ? 16 * CML_SM90_ROW_BYTES : 32) >> 4;
+        const uint32_t step_b = (TRANS_B ? 16 * cml__sm90_b_blocks<BN, TRANS_B, CN>::row_bytes : 32) >> 4;
         /* tf32 with A stored K x M: the swapped NN launch, A from registers (cml__sm90_rs_chunk) */
         constexpr bool RS = KIND == CML_SM90_TF32 && TRANS_A && !PINGPONG;
         uint32_t frag0 = 0, frag1 = 0;
@@ -1102,11 +1120,11 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
 #pragma unroll
                     for (int k = 0; k < 4; k++) {
                         cml__sm90_mma<BN, KIND, TRANS_A, TRANS_B>(acc, cml__sm90_desc(da + k * step_a),
-                                                                  cml__sm90_desc(db + k * step_b));
+                                                                  cml__sm90_desc_b<BN, TRANS_B, CN>(db + k * step_b));
                         if constexpr (PINGPONG == 2) /* rows 64..127: the next 8 KB of the A stage, either layout */
                             cml__sm90_mma<BN, KIND, TRANS_A, TRANS_B>(
                                 acc + BN / 2, cml__sm90_desc(da + ((64 * CML_SM90_ROW_BYTES) >> 4) + k * step_a),
-                                cml__sm90_desc(db + k * step_b));
+                                cml__sm90_desc_b<BN, TRANS_B, CN>(db + k * step_b));
                     }
                     cml__wgmma_commit();
                     /* keep this stage's wgmmas in flight; the previous stage's are done: free it */
