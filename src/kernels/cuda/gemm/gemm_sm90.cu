@@ -355,8 +355,8 @@ static bool config_valid(const cml_gemm_desc *d, int kind, const cml__gemm_sm90_
     if (c->bn == 160 && (c->rows != 128 || c->pingpong != 0)) return false;
     if (c->group_m < 1 || c->group_m > 64 || c->splits < 1 || c->splits > CML_SM90_MAX_SPLITS) return false;
     if (c->cluster != 1 && c->cluster != 2 && c->cluster != 4) return false;
-    /* clusters of 4: the 160-wide tile with an N-major B (its three 64-column blocks shared round-robin), no K split;
-     * 2 x 2 with an M-major A too (A's two blocks shared along the tile row) */
+    /* clusters of 4: the 160-wide tile with an N-major B (its column blocks shared round-robin: cml__sm90_b_blocks),
+     * no K split; 2 x 2 with an M-major A too (A's two blocks shared along the tile row) */
     if (c->cluster == 4 && (c->bn != 160 || d->op_b != CML_OP_N || c->splits != 1)) return false;
     if (c->cluster_n < 0 || (c->cluster_n > 1 && (c->cluster_n != 2 || c->cluster != 4 || d->op_a != CML_OP_T)))
         return false;
@@ -727,7 +727,7 @@ static cml_status sm90_run_tile(cml_ctx *ctx, const sm90_layout *l, void *D, con
     if (c->bn == 256)
         return sm90_launch<256, 4, KIND, TRANS_A, TRANS_B, CLUSTER, PP>(ctx, &l->e, D, A, B, C, c, partials);
     if constexpr ((KIND == CML_SM90_BF16 || KIND == CML_SM90_F16) && !PP)
-        if (c->bn == 160) /* three 64-column B blocks a stage: 40 KB, 5 stages */
+        if (c->bn == 160) /* 5 stages of 36 KB (40 KB in 2 x 2 clusters: cml__sm90_b_blocks) */
             return sm90_launch<160, 5, KIND, TRANS_A, TRANS_B, CLUSTER, 0>(ctx, &l->e, D, A, B, C, c, partials);
     if constexpr (KIND == CML_SM90_BF16 || KIND == CML_SM90_F16)
         if (c->bn == 192) {
