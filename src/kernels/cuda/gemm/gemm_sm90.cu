@@ -150,11 +150,12 @@ static cml_gemm_desc rs_swapped(const cml_gemm_desc *d) {
 /* ---- launch ----------------------------------------------------------------------------- */
 
 /* Raises the kernel's dynamic shared-memory limit, once per device. */
-template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PP = 0, int CN = 1>
+template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PP = 0, int CN = 1,
+          bool GROUPED = false>
 static cml_status allow_smem(int dev) {
     static bool done[CML__MAX_CUDA_DEVICES];
     if (done[dev]) return CML_OK;
-    CML_CUDA_TRY(fn, cudaFuncSetAttribute(gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP, CN>,
+    CML_CUDA_TRY(fn, cudaFuncSetAttribute(gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP, CN, GROUPED>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           (int)cml__sm90_smem<BN, STAGES, PP == 1 ? 64 : CML_SM90_BM,
                                                               cml__sm90_b_blocks<BN, TRANS_B, CN>::stage_bytes>::total));
@@ -864,7 +865,7 @@ static cml_status sm90_grouped_launch(cml_ctx *ctx, const cml_gemm_desc *descs, 
                                       const void *const *A, const void *const *B, const void *const *C) {
     const int BN = 256, STAGES = 4, CLUSTER = 2;
     const int dev = ctx->device.index;
-    CML_TRY((allow_smem<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER>(dev)));
+    CML_TRY((allow_smem<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, 0, 1, true>(dev)));
     size_t bytes = sizeof(cml__sm90_group) * (size_t)count;
     cml__sm90_group *host = (cml__sm90_group *)calloc((size_t)count, sizeof(cml__sm90_group));
     if (!host) return cml__error(CML_ERR_OOM, "cml_gemm_grouped: cannot allocate %zu bytes of host memory", bytes);
@@ -909,8 +910,8 @@ static cml_status sm90_grouped_launch(cml_ctx *ctx, const cml_gemm_desc *descs, 
     cudaLaunchConfig_t cfg = cluster_launch(ctx, &attr, clusters, CLUSTER, cml__sm90_smem<BN, STAGES>::total);
     cml__gemm_epi no_epi;
     memset(&no_epi, 0, sizeof no_epi);
-    cudaError_t e = cudaLaunchKernelEx(&cfg, gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER>, unused,
-                                       unused, unused, no_epi, p);
+    cudaError_t e = cudaLaunchKernelEx(&cfg, gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, 0, 1, true>,
+                                       unused, unused, unused, no_epi, p);
     if (e != cudaSuccess)
         return cml__error(CML_ERR_CUDA, "cml_gemm_grouped: launching gemm_sm90_kernel<%s> for %lld problems failed: %s",
                           cml_dtype_name(descs[0].a_dtype), (long long)count, cudaGetErrorString(e));

@@ -641,25 +641,26 @@ static __device__ __forceinline__ void cml__sm90_tile_fast(const cml__sm90_probl
 
 /* Where linear cluster tile `tile` lies: its problem *g (grouped launches; tiles are visited
  * in increasing order, so *g only moves forward), tile coordinates, the batch index of its
- * output (with split K: batch * splits + split), and its K blocks [*k_first, + *k_blocks). */
-template <int CN>
+ * output (with split K: batch * splits + split), and its K blocks [*k_first, + *k_blocks). GROUPED: the launch's
+ * problems are p->groups (the grouped launch's kernel instance). */
+template <int CN, bool GROUPED>
 static __device__ __forceinline__ void cml__sm90_locate(const cml__sm90_problem *p, int tile, int *g, int *tm, int *tn,
                                                         int *b, int *k_first, int *k_blocks) {
     *k_first = 0;
-    if (p->n_groups == 0) {
+    if constexpr (!GROUPED) {
         cml__sm90_tile_fast(p, (p->tiles_n + CN - 1) / CN, tile, tm, tn, b);
         *k_blocks = p->k_blocks;
         if (p->splits > 1) {
             *k_first = (*b - cml__fast_div_q(*b, p->div_splits) * p->splits) * p->split_kb;
             *k_blocks = min(p->split_kb, p->k_blocks - *k_first);
         }
-        return;
+    } else {
+        while (p->groups[*g].tile_end <= tile) (*g)++;
+        const cml__sm90_group *q = &p->groups[*g];
+        const int start = *g > 0 ? p->groups[*g - 1].tile_end : 0;
+        cml__sm90_tile(q->cluster_rows, q->tiles_n, p->group_m, tile - start, tm, tn, b);
+        *k_blocks = q->k_blocks;
     }
-    while (p->groups[*g].tile_end <= tile) (*g)++;
-    const cml__sm90_group *q = &p->groups[*g];
-    const int start = *g > 0 ? p->groups[*g - 1].tile_end : 0;
-    cml__sm90_tile(q->cluster_rows, q->tiles_n, p->group_m, tile - start, tm, tn, b);
-    *k_blocks = q->k_blocks;
 }
 
 /* ---- tf32 NN: the N-major operand from registers (wgmma RS), D^T = B^T A^T (dev/gemm_sm90/README.md,
@@ -847,7 +848,8 @@ static __device__ __forceinline__ void cml__sm90_tma_epilogue_f32t(const cml__ge
  * 64 x BN accumulator halves (BN registers a thread: BN <= 192; tf32 only without TRANS_A, RS) and stores both. The producer's
  * loads are the cooperative kernel's. Launched only without split K and with TMA stores of D (gemm_sm90.cu,
  * sm90_run): its general epilogue is not compiled, so that the shared store routine keeps its registers. */
-template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PINGPONG = 0, int CN = 1>
+template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PINGPONG = 0, int CN = 1,
+          bool GROUPED = false>
 static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_d, const __grid_constant__ cml__gemm_epi epi,
@@ -859,6 +861,9 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
     static_assert(PINGPONG != 2 || BN <= 192, "128-row ping-pong tiles hold BN accumulators a thread");
     constexpr int ACC = PINGPONG == 2 ? BN : BN / 2; /* accumulators a thread */
     const int elems_per_row = CML_SM90_ROW_BYTES / cml__sm90_kind<KIND>::bytes; /* K elements per stage */
+    /* a grouped launch's instance reads its problems from global memory; every other instance has that code compiled
+     * out, so that the producer's path to its first load holds no jumps over it (dev/gemm_sm90/README.md, session 28) */
+    const int n_groups = GROUPED ? prob.n_groups : 0;
     extern __shared__ uint8_t cml__sm90_smem_raw[];
     uint8_t *smem = (uint8_t *)(((uintptr_t)cml__sm90_smem_raw + 1023) & ~(uintptr_t)1023);
     uint8_t *stage_a = smem;
@@ -901,9 +906,8 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
     }
 #endif
 
-    const int total = prob.n_groups ? prob.groups[prob.n_groups - 1].tile_end
-                                    : prob.cluster_rows * ((prob.tiles_n + CN - 1) / CN) * prob.batch *
-                                          max(prob.splits, 1);
+    const int total = n_groups ? prob.groups[n_groups - 1].tile_end
+                               : prob.cluster_rows * ((prob.tiles_n + CN - 1) / CN) * prob.batch * max(prob.splits, 1);
     const int first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;
     const int warpgroup = threadIdx.x / 128;
 #if CML_SM90_DEV_TIMELINE /* the start-up in parts, slot 14 (dev/gemm_sm90/startup_parts.py) */
@@ -917,7 +921,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
         /* one lane of warp 0 issues every load; elected rather than `threadIdx.x == 0` so that
          * ptxas knows only one lane runs the TMAs (cml__elect_one) */
         if (threadIdx.x < 32 && cml__elect_one()) {
-            if (!prob.n_groups) {
+            if (!n_groups) {
                 cml__tma_prefetch_map(&map_a);
                 cml__tma_prefetch_map(&map_b);
             }
@@ -945,14 +949,14 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                 const int tl_slot = tl_tile++;
 #endif
                 int tm, tn, b, k_first, k_blocks;
-                cml__sm90_locate<CN>(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
+                cml__sm90_locate<CN, GROUPED>(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
                 if (prob.splits > 1) b = cml__fast_div_q(b, prob.div_splits); /* the operands' batch */
 #if CML_SM90_DEV_TIMELINE
                 if (tl_slot == 0) CML_SM90_TL_META(7, clock64());
 #endif
-                const CUtensorMap *ma = prob.n_groups ? &prob.groups[g].map_a : &map_a;
-                const CUtensorMap *mb = prob.n_groups ? &prob.groups[g].map_b : &map_b;
-                if (prob.n_groups && g != acquired) { /* maps copied into global memory by the host */
+                const CUtensorMap *ma = n_groups ? &prob.groups[g].map_a : &map_a;
+                const CUtensorMap *mb = n_groups ? &prob.groups[g].map_b : &map_b;
+                if (n_groups && g != acquired) { /* maps copied into global memory by the host */
                     cml__tma_map_acquire(ma);
                     cml__tma_map_acquire(mb);
                     acquired = g;
@@ -1072,7 +1076,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
         }
         for (int tile = first; tile < total; tile += step, mine++) {
             int tm, tn, b, k_first, k_blocks;
-            cml__sm90_locate<CN>(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
+            cml__sm90_locate<CN, GROUPED>(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
             if (PINGPONG && (mine & 1) != consumer) { /* the other consumer's tile: skip its stages */
                 it += k_blocks;
                 const int n = s + k_blocks;
@@ -1081,10 +1085,10 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                 prev = (s + STAGES - 1) % STAGES;
                 continue;
             }
-            const cml__gemm_epi *ep = prob.n_groups ? &prob.groups[g].epi : &epi;
-            const bool tma_store = prob.n_groups ? prob.groups[g].tma_store : prob.tma_store;
-            const CUtensorMap *md = prob.n_groups ? &prob.groups[g].map_d : &map_d;
-            if (prob.n_groups && tma_store && leader && g != d_acquired) { /* the leader issues the stores */
+            const cml__gemm_epi *ep = n_groups ? &prob.groups[g].epi : &epi;
+            const bool tma_store = n_groups ? prob.groups[g].tma_store : prob.tma_store;
+            const CUtensorMap *md = n_groups ? &prob.groups[g].map_d : &map_d;
+            if (n_groups && tma_store && leader && g != d_acquired) { /* the leader issues the stores */
                 cml__tma_map_acquire(md);
                 d_acquired = g;
             }
