@@ -423,14 +423,17 @@ static cml__gemm_sm90_config estimate(const cml_ctx *ctx, const cml_gemm_desc *d
     /* 128-row ping-pong where each CTA runs several short tiles: the cooperative kernel's epilogue, run while the
      * tensor cores idle, is then a large part of a tile (0.5-1.9 us against 5.3 us at K = 768). Measured with 2-CTA
      * clusters: 1.05-1.09x at 192 wide (16-bit) and 1.02-1.13x at 128 wide (tf32, both operands K-major as stored)
-     * on the GPT-2 forwards of K = 768 (dev/gemm_sm90/README.md, session 23). */
+     * on the GPT-2 forwards of K = 768 (dev/gemm_sm90/README.md, session 23). Only where the last column of tiles is
+     * (nearly) full: at N = 1024 (a 192-wide tiling's last third empty) the batched 64 x 1024^3 ran 1.37x slower than
+     * 256-wide tiles, at N = 5000 (3.7% of the columns empty) 1.08x (session 28); N = 8192 (0.8%) keeps it (1.06x). */
     const bool is16 = kind == CML_SM90_BF16 || kind == CML_SM90_F16;
     const bool tf32_kmajor = kind == CML_SM90_TF32 && d->op_a == CML_OP_N && d->op_b == CML_OP_T;
     if (CML_SM90_ESTIMATE_PINGPONG && best.splits == 1 && (is16 || tf32_kmajor) && k_blocks <= 24) {
         const int w = is16 ? 192 : 128;
-        const double pp_tiles =
-            (double)((d->M + CML_SM90_BM - 1) / CML_SM90_BM) * (double)((d->N + w - 1) / w) * d->batch;
-        if (pp_tiles >= 2.5 * sms) best = cml__gemm_sm90_config{w, 1, 2, 8, 128, 1};
+        const long long cols = (d->N + w - 1) / w;
+        const double pp_tiles = (double)((d->M + CML_SM90_BM - 1) / CML_SM90_BM) * (double)cols * d->batch;
+        if (pp_tiles >= 2.5 * sms && (double)(cols * w) <= 1.02 * (double)d->N)
+            best = cml__gemm_sm90_config{w, 1, 2, 8, 128, 1};
     }
     /* 16-bit TN (weight gradients: A M-major, B N-major as stored) whose 160-wide tiles make one wave of clusters of
      * 4 with no empty tile: a column of 4 tiles sharing B, or 2 x 2 sharing A and B, at ~0.99 of the tensor rate
