@@ -62,3 +62,37 @@ tests_summary() {
     stamp "tests: $(for f in $X/test*.log $X/san_*.log; do echo -n "$(basename $f .log)=$(tail -1 $f | cut -d' ' -f2) "; done)"
     grep -h "FAIL\|failed\|ERROR SUMMARY\|Hazard" $X/test*.log $X/san_*.log | sort | uniq -c | head -20 | tee -a $X/stages.txt
 }
+# tl_rounds ROUNDS "A B ...": the timeline builds /tmp/bin/camel-A, camel-B, ... (CML_SM90_DEV_TIMELINE) over the bf16
+# squares 1024 / 2048 and the GPT-2 set, in turns, every launch's stamps in $X/<variant>_<square|gpt2>_<round>/
+tl_rounds() {
+    local r v s n
+    for r in $(seq 1 "$1"); do
+        for v in $2; do
+            for s in "square --sizes 1024,2048" "gpt2"; do
+                n=${s%% *}
+                mkdir -p $X/${v}_${n}_$r
+                CML_SM90_TL_SEQ=1 CML_SM90_TL_DIR=$X/${v}_${n}_$r timeout 100 /tmp/bin/camel-$v bench gemm --dtype bf16 \
+                    --set $s --reps 3 >$X/tlbench_${v}_${n}_$r.txt 2>&1
+            done
+        done
+        stamp "timelines round $r"
+    done
+}
+# tl_report ROUNDS "A B ..." [SHAPE ...]: the start-up in parts and the tile table of the last (L2-flushed) launch of
+# each shape ("square|gpt2 tl_MxNxK_OPS"), per round and variant, into $X/timelines.txt
+tl_report() {
+    local rounds=$1 vs=$2 p r v f
+    shift 2
+    [ $# -gt 0 ] || set -- "square tl_1024x1024x1024_NN" "square tl_2048x2048x2048_NN" "gpt2 tl_8192x768x768_NT" \
+        "gpt2 tl_8192x768x3072_NN" "gpt2 tl_3072x768x8192_TN"
+    for p in "$@"; do
+        for r in $(seq 1 "$rounds"); do
+            for v in $vs; do
+                f=$(ls $X/${v}_${p%% *}_$r/${p##* }_*.txt | tail -1)
+                echo "== $v round $r $(basename $f)"
+                python3 dev/gemm_sm90/startup_parts.py $f
+                python3 dev/gemm_sm90/timeline.py $f
+            done
+        done
+    done >$X/timelines.txt 2>&1
+}

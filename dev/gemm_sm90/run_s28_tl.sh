@@ -9,29 +9,9 @@ set -u
 unpack camel-tl camel-tlnp camel-tlt camel-tlt2 camel-force
 printf '#!/bin/sh\nCML_SM90_DEV_FORCE_ANY=128,192,1,2,8,1,0 exec /tmp/bin/camel-force "$@"\n' >/tmp/bin/camel-p192c2
 chmod +x /tmp/bin/camel-p192c2
-for r in 1 2; do
-    for v in tl tlnp tlt tlt2; do
-        for s in "square --sizes 1024,2048" "gpt2"; do
-            n=${s%% *}
-            mkdir -p $X/${v}_${n}_$r
-            CML_SM90_TL_SEQ=1 CML_SM90_TL_DIR=$X/${v}_${n}_$r timeout 100 /tmp/bin/camel-$v bench gemm --dtype bf16 \
-                --set $s --reps 3 >$X/tlbench_${v}_${n}_$r.txt 2>&1
-        done
-    done
-    stamp "timelines round $r"
-done
-{
-    for p in "square tl_1024x1024x1024_NN" "square tl_2048x2048x2048_NN" "gpt2 tl_8192x768x768_NT" \
-        "gpt2 tl_8192x768x3072_NN" "gpt2 tl_8192x2304x768_NT"; do
-        set -- $p
-        for r in 1 2; do
-            for v in tl tlnp tlt tlt2; do
-                f=$(ls $X/${v}_${1}_$r/${2}_*.txt | tail -1) # the last launch: after the bench's L2 flush
-                echo "== $v round $r $(basename $f)"; python3 dev/gemm_sm90/startup_parts.py $f; python3 dev/gemm_sm90/timeline.py $f
-            done
-        done
-    done
-} >$X/timelines.txt 2>&1
+tl_rounds 2 "tl tlnp tlt tlt2"
+tl_report 2 "tl tlnp tlt tlt2" "square tl_1024x1024x1024_NN" "square tl_2048x2048x2048_NN" "gpt2 tl_8192x768x768_NT" \
+    "gpt2 tl_8192x768x3072_NN" "gpt2 tl_8192x2304x768_NT"
 in_turns ${ROUNDS:-4} "force p192c2" bench gemm --dtype bf16,fp16 --set square --sizes 6144,8192,12288,16384 --reps 10
 python3 dev/gemm_sm90/s20_summary.py $X force p192c2 >$X/summary_pp.txt 2>&1
 cat $X/stages.txt; grep -v "^    14 \|slot  ctas\|CTA ends\|^/tmp\|ramp" $X/timelines.txt; cat $X/summary_pp.txt

@@ -847,7 +847,8 @@ static __device__ __forceinline__ void cml__sm90_tma_epilogue_f32t(const cml__ge
  * PINGPONG = 2: the same with tiles of 128 rows: a consumer issues two m64 wgmmas a K step into two
  * 64 x BN accumulator halves (BN registers a thread: BN <= 192; tf32 only without TRANS_A, RS) and stores both. The producer's
  * loads are the cooperative kernel's. Launched only without split K and with TMA stores of D (gemm_sm90.cu,
- * sm90_run): its general epilogue is not compiled, so that the shared store routine keeps its registers. */
+ * sm90_run): its general epilogue is not compiled, so that the shared store routine keeps its registers.
+ * GROUPED: the grouped launch's instance (prob.groups); the others compile that code out (instruction fetch). */
 template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int PINGPONG = 0, int CN = 1,
           bool GROUPED = false>
 static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
