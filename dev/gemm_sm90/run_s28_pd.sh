@@ -7,24 +7,9 @@ set -u
 ROUNDS=${ROUNDS:-3}
 . "$(dirname "$0")/../carried.sh"
 unpack camel-base camel-pd camel-er camel-tl camel-tlpd
-for v in tl tlpd; do
-    for s in "square --sizes 1024,2048" "gpt2"; do
-        n=${s%% *}
-        mkdir -p $X/${v}_$n
-        CML_SM90_TL_SEQ=1 CML_SM90_TL_DIR=$X/${v}_$n timeout 100 /tmp/bin/camel-$v bench gemm --dtype bf16 --set $s \
-            --reps 3 >$X/tlbench_${v}_$n.txt 2>&1
-        stamp "timeline $v $n rc $?"
-    done
-done
-{
-    for v in tl tlpd; do
-        for p in "${v}_square/tl_1024x1024x1024_NN" "${v}_square/tl_2048x2048x2048_NN" "${v}_gpt2/tl_8192x768x768_NT" \
-            "${v}_gpt2/tl_8192x768x3072_NN" "${v}_gpt2/tl_8192x2304x768_NT"; do
-            f=$(ls $X/${p}_*.txt | tail -1) # the last launch: after the bench's L2 flush
-            echo "== $v $(basename $f)"; python3 dev/gemm_sm90/startup_parts.py $f; python3 dev/gemm_sm90/timeline.py $f
-        done
-    done
-} >$X/timelines.txt 2>&1
+tl_rounds 1 "tl tlpd"
+tl_report 1 "tl tlpd" "square tl_1024x1024x1024_NN" "square tl_2048x2048x2048_NN" "gpt2 tl_8192x768x768_NT" \
+    "gpt2 tl_8192x768x3072_NN" "gpt2 tl_8192x2304x768_NT"
 in_turns $ROUNDS "base pd er" bench gemm --dtype bf16,fp16 --set square,gpt2 --sizes 1024,2048,4096 --reps 20
 python3 dev/gemm_sm90/s20_summary.py $X base pd er >$X/summary.txt 2>&1
 cat $X/stages.txt; grep -v "^    14 \|slot  ctas\|CTA ends" $X/timelines.txt; cat $X/summary.txt
