@@ -21,7 +21,7 @@ def label(r):
     if s.get("batch", 1) > 1:
         core = f'{s["batch"]}x' + core
     op = r.get("op", "gemm")
-    tag = "" if op == "gemm" else " " + op.replace("gpt2_", "").replace("_as_one", " as one")
+    tag = "" if op == "gemm" else " " + op.replace("gpt2_", "").replace("_as_one", " as one").replace("_same_flops", " same flops")
     return f"{core} {ops}{tag}"
 
 

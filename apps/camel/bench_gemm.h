@@ -20,7 +20,8 @@ typedef enum bg_set { BG_SQUARE, BG_GPT2, BG_ODD, BG_BATCHED, BG_GROUPED, BG_SET
 typedef struct bg_case {
     bg_set set;
     bg_dtype dt;
-    const char *op;   /* the record's "op": gemm, gpt2_fwd, gpt2_dx, gpt2_dw, batched, batched_as_one, grouped, grouped_as_one */
+    const char *op;   /* the record's "op": gemm, gpt2_fwd, gpt2_dx, gpt2_dw, batched, batched_as_one,
+                       * batched_same_flops, grouped, grouped_as_one */
     const char *name; /* a label ("qkv", "64x1024^3", ...) */
     cml_op op_a, op_b;
     int64_t M, N, K, batch;     /* grouped: M is the sum of group_m */

@@ -155,7 +155,10 @@ int bg_make_cases(const bg_options *o, bg_case *out, int max) {
             case BG_BATCHED: {
                 const cml_op b = fp8 ? CML_OP_T : CML_OP_N;
                 add(&l, BG_BATCHED, dt, "batched", "64x1024^3", CML_OP_N, b, 1024, 1024, 1024, 64);
-                add(&l, BG_BATCHED, dt, "batched_as_one", "8192x8192x1024", CML_OP_N, b, 8192, 8192, 1024, 1);
+                /* the same problems as one GEMM (A's stacked, one B: as the grouped set's), and the same flops as
+                 * one square-ish GEMM, whose N of 8192 reads far fewer bytes per flop */
+                add(&l, BG_BATCHED, dt, "batched_as_one", "65536x1024x1024", CML_OP_N, b, 65536, 1024, 1024, 1);
+                add(&l, BG_BATCHED, dt, "batched_same_flops", "8192x8192x1024", CML_OP_N, b, 8192, 8192, 1024, 1);
                 break;
             }
             case BG_GROUPED: {

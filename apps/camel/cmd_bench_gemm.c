@@ -21,7 +21,8 @@
  * Sets: square (--sizes; f32 and tf32 stop at --max-f32), gpt2 (GPT-2 124M
  * training GEMMs at --tokens tokens, 8192 by default: forward with weights stored (N, K), op_b = T;
  * dX = dY W, op N/N; dW = dY^T X, op_a = T), odd (3000x5000x1000, 1025^3),
- * batched (64 x 1024^3 strided, and the same flops as one 8192x8192x1024),
+ * batched (64 x 1024^3 strided; the same problems as one 65536x1024x1024 GEMM, A's stacked, as grouped
+ * does; and the same flops as one 8192x8192x1024),
  * grouped (8 problems of mixed M through cml_gemm_grouped against one
  * cuBLASLt call per problem, and the same problems as one GEMM).
  * In a build without CUDA the command parses its flags (--help works) and then
