@@ -660,6 +660,25 @@ static void test_sm90_configs(void) {
                   (long long)g.N, (long long)g.K, (long long)deep[i][5], (long long)deep[i][6]);
     }
     cml__gemm_sm90_force_config(NULL);
+    /* the balanced persistent grid (gemm_sm90.cu, balanced_grid): 67 problems of one cluster tile each (128 x 256
+     * tiles, clusters of 2, M = 256) on at most sms / 2 clusters take the fewest clusters that keep the rounds (68
+     * CTAs in 2 rounds on 132 SMs, not 132 CTAs); every problem's D still checked against the CPU */
+    {
+        gemm_case g = gemm_case_make(CML_OP_N, CML_OP_N, 256, 256, 72, 67);
+        g.a_dtype = g.b_dtype = g.d_dtype = CML_BF16;
+        const cml__gemm_sm90_config cfg = {256, 1, 2, 8, 128, 0, 0};
+        cml__gemm_sm90_force_config(&cfg);
+        run_case(&g, 1);
+        cml__gemm_sm90_force_config(NULL);
+        const char *mode = getenv("CML_SM90_GRID"); /* "full": the grid before session 29 */
+        const int most = cml__cuda_sm_count(0) / 2, rounds = (67 + most - 1) / most;
+        const int expected = 2 * (mode && strcmp(mode, "full") == 0 ? (67 < most ? 67 : most) : (67 + rounds - 1) / rounds);
+        int grid = 0, cluster = 0, cluster_n = 0;
+        cml__gemm_sm90_last_launch(&grid, &cluster, &cluster_n);
+        CHECK_MSG(cluster == 2 && grid == expected,
+                  "67 cluster tiles on %d clusters at most: launched %d CTAs in clusters of %d, expected %d", most, grid,
+                  cluster, expected);
+    }
     for (int ops = 0; ops < 4; ops++) { /* repacked operands: still the sm90 path */
         gemm_case g = gemm_case_make((cml_op)(ops & 1), (cml_op)(ops >> 1), 129, 65, 77, 2);
         g.a_dtype = g.b_dtype = g.d_dtype = CML_BF16;

@@ -163,6 +163,24 @@ static cml_status allow_smem(int dev) {
     return CML_OK;
 }
 
+/* The persistent grid: the fewest clusters (of at most `most`) that walk the launch's `work` cluster tiles in as
+ * many rounds as `most` clusters would. Tiles of one launch cost the same, so the time is the rounds either way, but
+ * with no partial last round each round covers whole runs of the tile order: 64 x 1024^3 batched on 64 clusters of 2
+ * (not 66) runs 4 whole problems a round instead of splitting one problem's tiles over two rounds, which read its A
+ * and B from DRAM twice (24 MB of 256, session 29). CML_SM90_GRID (read once, for A/B runs): "full" = min(work,
+ * most), as before session 29. */
+static long long balanced_grid(long long work, long long most) {
+    static int full = -1;
+    if (full < 0) {
+        const char *e = getenv("CML_SM90_GRID");
+        full = e && strcmp(e, "full") == 0;
+    }
+    if (work <= most) return work;
+    if (full) return most;
+    const long long rounds = (work + most - 1) / most;
+    return (work + rounds - 1) / rounds;
+}
+
 /* For tests: the grid and cluster shape of the last non-grouped launch (cml__gemm_sm90_last_launch). */
 static struct {
     int grid, cluster, cluster_n;
@@ -298,7 +316,7 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
     if (p.tma_store) CML_TRY(output_map(&map_d, d, D, swap ? 32u : 64u, BN == 160));
     long long work = (long long)p.cluster_rows * ((p.tiles_n + CN - 1) / CN) * p.batch * splits; /* cluster tiles */
     int sms = cml__cuda_sm_count(dev);
-    long long clusters = work < sms / CLUSTER ? work : sms / CLUSTER;
+    long long clusters = balanced_grid(work, sms / CLUSTER);
 
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg = cluster_launch(ctx, &attr, clusters, CLUSTER, smem_t::total);
@@ -314,7 +332,7 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
                                   "memory each) fits this GPU", fn, CLUSTER, (size_t)smem_t::total);
             resident[dev] = n;
         }
-        if (clusters > resident[dev]) clusters = resident[dev];
+        clusters = balanced_grid(work, resident[dev]);
         cfg.gridDim = dim3((unsigned)(clusters * CLUSTER));
     }
     last_launch.grid = (int)(clusters * CLUSTER), last_launch.cluster = CLUSTER, last_launch.cluster_n = CN;
@@ -906,7 +924,7 @@ static cml_status sm90_grouped_launch(cml_ctx *ctx, const cml_gemm_desc *descs, 
     p.groups = (const cml__sm90_group *)dev_groups;
     p.n_groups = (int)count;
     int sms = cml__cuda_sm_count(dev);
-    long long clusters = tile_end < sms / CLUSTER ? tile_end : sms / CLUSTER;
+    long long clusters = balanced_grid(tile_end, sms / CLUSTER);
     CUtensorMap unused;
     memset(&unused, 0, sizeof unused);
     cudaLaunchAttribute attr;
