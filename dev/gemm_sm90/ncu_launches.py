@@ -8,7 +8,7 @@ import sys
 
 COLS = [('launch__grid_size', 'grid', 1), ('launch__cluster_dim_x', 'cl', 1), ('gpu__time_duration.sum', 'us', 1e-3),
         ('dram__bytes_read.sum', 'drdMB', 1e-6), ('dram__bytes_write.sum', 'dwrMB', 1e-6),
-        ('lts__t_bytes.sum', 'l2MB', 1e-6), ('sm__throughput.avg.pct_of_peak_sustained_elapsed', 'sm%', 1),
+        ('lts__t_bytes.sum', 'l2MB', 1e-6), ('lts__t_sector_hit_rate.pct', 'l2hit%', 1), ('sm__throughput.avg.pct_of_peak_sustained_elapsed', 'sm%', 1),
         ('gpc__cycles_elapsed.avg.per_second', 'GHz', 1e-9)]
 
 
