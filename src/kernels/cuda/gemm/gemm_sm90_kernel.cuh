@@ -58,6 +58,9 @@
 #ifndef CML_SM90_DEV_TIMELINE
 #define CML_SM90_DEV_TIMELINE 0
 #endif
+#ifndef CML_SM90_EARLY /* 0: no early issue of the first stages (session 29 A/B builds only) */
+#define CML_SM90_EARLY 1
+#endif
 #if CML_SM90_DEV_TIMELINE
 #define CML_SM90_TL_CTAS 264
 #define CML_SM90_TL_SLOTS 16
@@ -838,6 +841,47 @@ static __device__ __forceinline__ void cml__sm90_tma_epilogue_f32t(const cml__ge
     }
 }
 
+/* One k-block's loads: A's and B's boxes at K element k0 of the tile whose first row and column are m0 and n0 (batch
+ * ba of A, bb of B) into the stage at shared addresses sa and sb, completing on the barrier at fb; block_bytes is
+ * one 64-column block of an M/N-major operand. In a cluster each CTA loads its share of the blocks that the CTAs of
+ * a tile row (A) or column (B) have in common and multicasts it to them. Used by the producer's loop and by the
+ * first stages' early issue (gemm_sm90_kernel). */
+template <int BN, int BM, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, int CN>
+static __device__ __forceinline__ void cml__sm90_load_kblock(const CUtensorMap *ma, const CUtensorMap *mb, uint32_t sa,
+                                                             uint32_t sb, uint32_t fb, uint32_t block_bytes, int m0,
+                                                             int n0, int k0, int ba, int bb, int rank, int rm, int rn) {
+    constexpr int CM = CLUSTER / CN;
+    if (TRANS_A) { /* A stored K x M: 128-byte column blocks (64 16-bit, 32 tf32) of elems_per_row K rows */
+        constexpr int MN = KIND == CML_SM90_TF32 ? 32 : 64; /* tf32: the RS launch (cml__sm90_rs_chunk) */
+#pragma unroll
+        for (int j = 0; j < BM / MN; j++) {
+            if (CN == 1) cml__tma_load_3d_at(sa + j * block_bytes, ma, fb, m0 + MN * j, k0, ba);
+            else if (j % CN == rn) /* the tile row's CTAs: rm, rm + CM */
+                cml__tma_load_3d_multicast_at(sa + j * block_bytes, ma, fb, m0 + MN * j, k0, ba,
+                                              (1u << rm) | (1u << (rm + CM)));
+        }
+    } else {
+        cml__tma_load_3d_at(sa, ma, fb, k0, m0, ba);
+    }
+    if (TRANS_B) { /* B stored K x N (op N): N-major blocks (cml__sm90_b_blocks), shared round-robin */
+        typedef cml__sm90_b_blocks<BN, TRANS_B, CN> bb_t;
+#pragma unroll
+        for (int j = 0; j < bb_t::count; j++) {
+            if (j % CM != rm) continue;
+            if (CLUSTER > 1) /* the tile column's CTAs */
+                cml__tma_load_3d_multicast_at(sb + j * bb_t::bytes, mb, fb, n0 + bb_t::cols * j, k0, bb,
+                                              ((1u << CM) - 1) << (rn * CM));
+            else cml__tma_load_3d_at(sb + j * bb_t::bytes, mb, fb, n0 + bb_t::cols * j, k0, bb);
+        }
+    } else if (CLUSTER > 1) { /* K-major: this CTA's share of the B rows */
+        const int rows = BN / CLUSTER;
+        cml__tma_load_3d_multicast_at(sb + rank * rows * CML_SM90_ROW_BYTES, mb, fb, k0,
+                                      n0 + rank * rows, bb, (1u << CLUSTER) - 1);
+    } else {
+        cml__tma_load_3d_at(sb, mb, fb, k0, n0, bb);
+    }
+}
+
 /* TRANS_A / TRANS_B: 0 = the operand K-major in shared memory, 1 = M- or N-major (wgmma's transpose, 16-bit).
  * tf32 with TRANS_A (the RS kernels: A from registers, cml__sm90_rs_chunk; TRANS_B = 0): 1 = the launch computes
  * D^T = B^T A^T (its A is D's B: the transposed epilogue), 2 = D itself (its A is D's A stored K x M).
@@ -885,6 +929,14 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
 #if CML_SM90_DEV_TIMELINE
     if (threadIdx.x == 0) CML_SM90_TL_META(6, clock64());
 #endif
+    const int total = n_groups ? prob.groups[n_groups - 1].tile_end
+                               : prob.cluster_rows * ((prob.tiles_n + CN - 1) / CN) * prob.batch * max(prob.splits, 1);
+    const int first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;
+    /* EARLY: the thread that initializes the barriers also issues the first tile's first stages, before the CTA's
+     * barrier and the warp roles' setup: a launch's first loads go out ~500 clocks sooner (the code on that path
+     * comes from DRAM after an L2 flush; dev/gemm_sm90/README.md, session 29). Single CTAs only: a multicast into a
+     * peer needs the peer's barriers initialized, which only the cluster barrier below tells. */
+    constexpr bool EARLY = CML_SM90_EARLY && CLUSTER == 1 && !GROUPED;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
             cml__mbar_init(&full[s], 1);
@@ -892,6 +944,25 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
             cml__mbar_init(&empty[s], (PINGPONG ? 1 : 2) * CLUSTER);
         }
         cml__mbar_init_fence();
+        if (EARLY && first < total) {
+            cml__fence_proxy_async_smem(); /* the barriers' init before the bulk copies complete on them */
+            int g = 0, tm, tn, b, k_first, k_blocks;
+            cml__sm90_locate<CN, GROUPED>(&prob, first, &g, &tm, &tn, &b, &k_first, &k_blocks);
+            if (prob.splits > 1) b = cml__fast_div_q(b, prob.div_splits); /* the operands' batch */
+#if CML_SM90_DEV_TIMELINE
+            CML_SM90_TL_META(7, clock64());
+            CML_SM90_TL(0, 6, clock64());
+#endif
+            const int ba = prob.a_batch_fixed ? 0 : b, bb = prob.b_batch_fixed ? 0 : b;
+            const uint32_t a0 = cml__smem_addr(stage_a), b0 = cml__smem_addr(stage_b), full0 = cml__smem_addr(full);
+            for (int kb = 0; kb < STAGES && kb < k_blocks; kb++) { /* the producer's loop goes on from there */
+                cml__mbar_arrive_expect_tx_at(full0 + 8 * kb, smem_t::a_bytes + smem_t::b_bytes);
+                cml__sm90_load_kblock<BN, BM, KIND, TRANS_A, TRANS_B, CLUSTER, CN>(
+                    &map_a, &map_b, a0 + kb * smem_t::a_bytes, b0 + kb * smem_t::b_bytes, full0 + 8 * kb,
+                    elems_per_row * CML_SM90_ROW_BYTES, tm * BM, tn * BN, (k_first + kb) * elems_per_row, ba, bb, 0, 0,
+                    0);
+            }
+        }
     }
     /* the peer's barriers are initialized before anyone multicasts or arrives on them (relaxed: the
      * init fence publishes them; a release barrier would cost ~0.7 us a launch, session 20) */
@@ -907,9 +978,6 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
     }
 #endif
 
-    const int total = n_groups ? prob.groups[n_groups - 1].tile_end
-                               : prob.cluster_rows * ((prob.tiles_n + CN - 1) / CN) * prob.batch * max(prob.splits, 1);
-    const int first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;
     const int warpgroup = threadIdx.x / 128;
 #if CML_SM90_DEV_TIMELINE /* the start-up in parts, slot 14 (dev/gemm_sm90/startup_parts.py) */
     if (threadIdx.x == 0) CML_SM90_TL(14, 0, clock64());
@@ -953,7 +1021,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                 cml__sm90_locate<CN, GROUPED>(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
                 if (prob.splits > 1) b = cml__fast_div_q(b, prob.div_splits); /* the operands' batch */
 #if CML_SM90_DEV_TIMELINE
-                if (tl_slot == 0) CML_SM90_TL_META(7, clock64());
+                if (tl_slot == 0 && !EARLY) CML_SM90_TL_META(7, clock64());
 #endif
                 const CUtensorMap *ma = n_groups ? &prob.groups[g].map_a : &map_a;
                 const CUtensorMap *mb = n_groups ? &prob.groups[g].map_b : &map_b;
@@ -964,8 +1032,14 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                 }
                 const int m0 = (tm * CM + rm) * BM, n0 = (tn * CN + rn) * BN;
                 const int ba = prob.a_batch_fixed ? 0 : b, bb = prob.b_batch_fixed ? 0 : b;
-                int k0 = k_first * elems_per_row;
-                for (int kb = 0; kb < k_blocks; kb++, k0 += elems_per_row) {
+                int kb = 0;
+                if (EARLY && tile == first) { /* its first stages went out with the barriers' init */
+                    kb = min(STAGES, k_blocks);
+                    if (kb == STAGES) parity ^= 1;
+                    else s = kb;
+                }
+                int k0 = (k_first + kb) * elems_per_row;
+                for (; kb < k_blocks; kb++, k0 += elems_per_row) {
                     const uint32_t fb = full0 + 8 * s;
                     cml__mbar_wait_at(empty0 + 8 * s, parity);
 #if CML_SM90_DEV_TIMELINE
@@ -976,36 +1050,9 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                     }
 #endif
                     cml__mbar_arrive_expect_tx_at(fb, smem_t::a_bytes + smem_t::b_bytes);
-                    const uint32_t sa = a0 + s * smem_t::a_bytes, sb = b0 + s * smem_t::b_bytes;
-                    if (TRANS_A) { /* A stored K x M: 128-byte column blocks (64 16-bit, 32 tf32) of elems_per_row K rows */
-                        constexpr int MN = KIND == CML_SM90_TF32 ? 32 : 64; /* tf32: the RS launch (cml__sm90_rs_chunk) */
-#pragma unroll
-                        for (int j = 0; j < BM / MN; j++) {
-                            if (CN == 1) cml__tma_load_3d_at(sa + j * block_bytes, ma, fb, m0 + MN * j, k0, ba);
-                            else if (j % CN == rn) /* the tile row's CTAs: rm, rm + CM */
-                                cml__tma_load_3d_multicast_at(sa + j * block_bytes, ma, fb, m0 + MN * j, k0, ba,
-                                                              (1u << rm) | (1u << (rm + CM)));
-                        }
-                    } else {
-                        cml__tma_load_3d_at(sa, ma, fb, k0, m0, ba);
-                    }
-                    if (TRANS_B) { /* B stored K x N (op N): N-major blocks (cml__sm90_b_blocks), shared round-robin */
-                        typedef cml__sm90_b_blocks<BN, TRANS_B, CN> bb_t;
-#pragma unroll
-                        for (int j = 0; j < bb_t::count; j++) {
-                            if (j % CM != rm) continue;
-                            if (CLUSTER > 1) /* the tile column's CTAs */
-                                cml__tma_load_3d_multicast_at(sb + j * bb_t::bytes, mb, fb, n0 + bb_t::cols * j, k0, bb,
-                                                              ((1u << CM) - 1) << (rn * CM));
-                            else cml__tma_load_3d_at(sb + j * bb_t::bytes, mb, fb, n0 + bb_t::cols * j, k0, bb);
-                        }
-                    } else if (CLUSTER > 1) { /* K-major: this CTA's share of the B rows */
-                        const int rows = BN / CLUSTER;
-                        cml__tma_load_3d_multicast_at(sb + rank * rows * CML_SM90_ROW_BYTES, mb, fb, k0,
-                                                      n0 + rank * rows, bb, (1u << CLUSTER) - 1);
-                    } else {
-                        cml__tma_load_3d_at(sb, mb, fb, k0, n0, bb);
-                    }
+                    cml__sm90_load_kblock<BN, BM, KIND, TRANS_A, TRANS_B, CLUSTER, CN>(
+                        ma, mb, a0 + s * smem_t::a_bytes, b0 + s * smem_t::b_bytes, fb, block_bytes, m0, n0, k0, ba, bb,
+                        rank, rm, rn);
 #if CML_SM90_DEV_TIMELINE
                     if (kb == k_blocks - 1) CML_SM90_TL(tl_slot, 7, clock64());
 #endif
