@@ -505,9 +505,12 @@ static void test_grouped(void) {
      * 0 (TMA-store epilogue) and then one of problem 2 (beta = 0.5: the general epilogue), which
      * must not write its staging over blocks the first tile's stores still read */
     static const int64_t paths[G][3] = {{2048, 2048, 64}, {1, 8, 8}, {1024, 2048, 64}, {512, 512, 64}, {300, 700, 72}};
+    /* one K for all: the balanced grid (108 cluster tiles in 2 rounds: 54 clusters, not 66) */
+    static const int64_t same_k[G][3] = {{2048, 2048, 64}, {256, 512, 64}, {1024, 2048, 64}, {512, 512, 64}, {300, 700, 64}};
     run_grouped(mixed);
     run_grouped(hopper);
     run_grouped(paths);
+    run_grouped(same_k);
 }
 
 /* Shapes the Hopper path takes: checked on every 16th row against float64 and everywhere against the CPU. */

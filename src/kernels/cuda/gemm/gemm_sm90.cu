@@ -164,11 +164,11 @@ static cml_status allow_smem(int dev) {
 }
 
 /* The persistent grid: the fewest clusters (of at most `most`) that walk the launch's `work` cluster tiles in as
- * many rounds as `most` clusters would. Tiles of one launch cost the same, so the time is the rounds either way, but
- * with no partial last round each round covers whole runs of the tile order: 64 x 1024^3 batched on 64 clusters of 2
- * (not 66) runs 4 whole problems a round instead of splitting one problem's tiles over two rounds, which read its A
- * and B from DRAM twice (24 MB of 256, session 29). CML_SM90_GRID (read once, for A/B runs): "full" = min(work,
- * most), as before session 29. */
+ * many rounds as `most` clusters would. Tiles of one (not grouped) launch cost the same, so the time is the rounds
+ * either way, but with no partial last round each round covers whole runs of the tile order: 64 x 1024^3 batched on
+ * 64 clusters of 2 (not 66) runs 4 whole problems a round instead of splitting one problem's tiles over two rounds,
+ * which read its A and B from DRAM twice (24 MB of 256, session 29). CML_SM90_GRID (read once, for A/B runs):
+ * "full" = min(work, most), as before session 29. */
 static long long balanced_grid(long long work, long long most) {
     static int full = -1;
     if (full < 0) {
@@ -893,8 +893,10 @@ static cml_status sm90_grouped_launch(cml_ctx *ctx, const cml_gemm_desc *descs, 
     const int row_elems = CML_SM90_ROW_BYTES / cml__sm90_kind<KIND>::bytes;
     cml_status st = CML_OK;
     int tile_end = 0;
+    bool same_k = true; /* then every tile costs the same k-blocks */
     for (int64_t i = 0; i < count && st == CML_OK; i++) {
         const cml_gemm_desc *d = &descs[i];
+        same_k = same_k && d->K == descs[0].K;
         cml__sm90_group *g = &host[i];
         if (TRANS_A) st = operand_map(&g->map_a, A[i], KIND, d->K, d->M, d->lda, 0, 1, false, 0);
         else st = operand_map(&g->map_a, A[i], KIND, d->M, d->K, d->lda, 0, 1, true, CML_SM90_BM);
@@ -924,7 +926,9 @@ static cml_status sm90_grouped_launch(cml_ctx *ctx, const cml_gemm_desc *descs, 
     p.groups = (const cml__sm90_group *)dev_groups;
     p.n_groups = (int)count;
     int sms = cml__cuda_sm_count(dev);
-    long long clusters = balanced_grid(tile_end, sms / CLUSTER);
+    /* balanced only where the tiles cost the same: problems of different K take different times a tile */
+    const long long most = sms / CLUSTER;
+    long long clusters = same_k ? balanced_grid(tile_end, most) : (tile_end < most ? tile_end : most);
     CUtensorMap unused;
     memset(&unused, 0, sizeof unused);
     cudaLaunchAttribute attr;
