@@ -933,9 +933,10 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                                : prob.cluster_rows * ((prob.tiles_n + CN - 1) / CN) * prob.batch * max(prob.splits, 1);
     const int first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;
     /* EARLY: the thread that initializes the barriers also issues the first tile's first stages, before the CTA's
-     * barrier and the warp roles' setup: a launch's first loads go out ~500 clocks sooner (the code on that path
-     * comes from DRAM after an L2 flush; dev/gemm_sm90/README.md, session 29). Single CTAs only: a multicast into a
-     * peer needs the peer's barriers initialized, which only the cluster barrier below tells. */
+     * barrier and the warp roles' setup: a launch's first loads go out ~780 clocks sooner (the code on that path
+     * comes from DRAM after an L2 flush; 1024^3 1.01-1.04x; dev/gemm_sm90/README.md, session 29). Single CTAs only:
+     * a multicast into a peer needs the peer's barriers initialized, which only the cluster barrier below tells (each
+     * CTA of a cluster loading its first stages whole instead measured 0.99-1.00x). */
     constexpr bool EARLY = CML_SM90_EARLY && CLUSTER == 1 && !GROUPED;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
