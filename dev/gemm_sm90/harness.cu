@@ -90,7 +90,8 @@ static void launch1(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensor
         }
     }
     cfg.gridDim = dim3((clusters < max_clusters ? clusters : max_clusters) * CL);
-    CK(cudaLaunchKernelEx(&cfg, gemm_sm90_kernel<BN, STAGES, CML_SM90_BF16, TA, TB, CL, PP, EPI1>, ma, mb, md, epi, p));
+    CK(cudaLaunchKernelEx(&cfg, gemm_sm90_kernel<BN, STAGES, CML_SM90_BF16, TA, TB, CL, PP, EPI1>, ma, mb, md, epi, p,
+                          cml__sm90_param_groups<0>{0}));
 }
 
 /* cluster 1 or 2 (4 or 8 with -DHARNESS_WIDE_CLUSTERS: B multicast to 4 or 8 CTAs along M); pp: the ping-pong mode (64-row tiles, consumers on alternate tiles, 4 stages) */

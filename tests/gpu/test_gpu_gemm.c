@@ -444,15 +444,15 @@ static void test_dbias(void) {
         }
 }
 
-enum { G = 5 };
+enum { G = 5, G_MAX = 20 };
 
-static void run_grouped(const int64_t (*sizes)[3]) {
-    gemm_data x[G];
-    cml_gemm_desc descs[G];
-    void *Ds[G];
-    const void *As[G], *Bs[G], *Cs[G];
-    dev_buf dA[G], dB[G], dC[G], dD[G], dbias[G];
-    for (int i = 0; i < G; i++) {
+static void run_grouped(const int64_t (*sizes)[3], int count) {
+    gemm_data x[G_MAX];
+    cml_gemm_desc descs[G_MAX];
+    void *Ds[G_MAX];
+    const void *As[G_MAX], *Bs[G_MAX], *Cs[G_MAX];
+    dev_buf dA[G_MAX], dB[G_MAX], dC[G_MAX], dD[G_MAX], dbias[G_MAX];
+    for (int i = 0; i < count; i++) {
         gemm_case g = gemm_case_make(CML_OP_N, CML_OP_T, sizes[i][0], sizes[i][1], sizes[i][2], 1);
         g.a_dtype = g.b_dtype = CML_BF16;
         g.d_dtype = CML_BF16;
@@ -473,8 +473,8 @@ static void run_grouped(const int64_t (*sizes)[3]) {
         Cs[i] = g.beta != 0 ? dC[i].data : NULL;
         poison(dD[i].data, (size_t)x[i].D.elems * 2);
     }
-    CHECK_OK(cml_gemm_grouped(gctx, descs, G, Ds, As, Bs, Cs));
-    for (int i = 0; i < G; i++) {
+    CHECK_OK(cml_gemm_grouped(gctx, descs, count, Ds, As, Bs, Cs));
+    for (int i = 0; i < count; i++) {
         const gemm_case *g = &x[i].g;
         int64_t n = g->M * g->N;
         double *ref = malloc(sizeof(double) * (size_t)n);
@@ -507,10 +507,20 @@ static void test_grouped(void) {
     static const int64_t paths[G][3] = {{2048, 2048, 64}, {1, 8, 8}, {1024, 2048, 64}, {512, 512, 64}, {300, 700, 72}};
     /* one K for all: the balanced grid (108 cluster tiles in 2 rounds: 54 clusters, not 66) */
     static const int64_t same_k[G][3] = {{2048, 2048, 64}, {256, 512, 64}, {1024, 2048, 64}, {512, 512, 64}, {300, 700, 64}};
-    run_grouped(mixed);
-    run_grouped(hopper);
-    run_grouped(paths);
-    run_grouped(same_k);
+    run_grouped(mixed, G);
+    run_grouped(hopper, G);
+    run_grouped(paths, G);
+    run_grouped(same_k, G);
+    /* more problems than the kernel's parameters hold (16): the problems' table in global memory; sizes in no order,
+     * so that the launch's largest-first order differs from the caller's */
+    int64_t many[G_MAX][3];
+    for (int i = 0; i < G_MAX; i++) {
+        many[i][0] = 64 + 97 * ((i * 7) % G_MAX);
+        many[i][1] = 128 + 64 * (i % 3);
+        many[i][2] = 64 * (1 + i % 4);
+    }
+    run_grouped((const int64_t(*)[3])many, G_MAX);
+    run_grouped((const int64_t(*)[3])many, 16); /* exactly the parameters' 16 */
 }
 
 /* Shapes the Hopper path takes: checked on every 16th row against float64 and everywhere against the CPU. */

@@ -158,7 +158,8 @@ static cml_status allow_smem(int dev) {
     CML_CUDA_TRY(fn, cudaFuncSetAttribute(gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP, CN, GROUPED>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           (int)cml__sm90_smem<BN, STAGES, PP == 1 ? 64 : CML_SM90_BM,
-                                                              cml__sm90_b_blocks<BN, TRANS_B, CN>::stage_bytes>::total));
+                                                              cml__sm90_b_blocks<BN, TRANS_B, CN>::stage_bytes>::total +
+                                              (GROUPED ? CML_SM90_SLOT_BYTES(STAGES) : 0)));
     done[dev] = true;
     return CML_OK;
 }
@@ -341,10 +342,10 @@ static cml_status sm90_launch(cml_ctx *ctx, const cml_gemm_desc *d, void *D, con
                            * D is written twice with the same values (no split K: its counters would count twice) */
     if (getenv("CML_SM90_TL_TWICE") && splits <= 1)
         (void)cudaLaunchKernelEx(&cfg, gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP, CN>, map_a, map_b,
-                                 map_d, epi, p);
+                                 map_d, epi, p, cml__sm90_param_groups<0>{0});
 #endif
     cudaError_t e = cudaLaunchKernelEx(&cfg, gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, PP, CN>,
-                                       map_a, map_b, map_d, epi, p);
+                                       map_a, map_b, map_d, epi, p, cml__sm90_param_groups<0>{0});
     if (e != cudaSuccess)
         return cml__error(CML_ERR_CUDA,
                           "%s: launching gemm_sm90_kernel<%s, %dx%d, cluster %d> (M=%lld N=%lld K=%lld batch=%lld, "
@@ -879,25 +880,60 @@ extern "C" bool cml__gemm_sm90_grouped_takes(const cml_ctx *ctx, const cml_gemm_
     return tiles < ((int64_t)1 << 30);
 }
 
-/* The problems' maps, epilogues and tile ranges go to the device in ctx's workspace (one
- * copy, ordered on the stream before the kernel); then one launch covers every tile. */
+/* Dev builds (A/B runs) set CML_SM90_DEV_GLOBAL_GROUPS to 1: every grouped launch's problems in global memory. */
+#ifndef CML_SM90_DEV_GLOBAL_GROUPS
+#define CML_SM90_DEV_GLOBAL_GROUPS 0
+#endif
+
+/* The grouped launch visits its problems largest first (cluster tiles x K blocks; ties in the caller's order): the
+ * small problems' tiles then fill the last rounds, and with different K no long tile starts last. Measured on the
+ * grouped set (8 experts, M 256..2048 ascending): 1.01-1.02x over the caller's order (dev/gemm_sm90/README.md,
+ * session 30). */
+typedef struct {
+    long long work;
+    int64_t index;
+} group_rank;
+
+static int by_work_desc(const void *x, const void *y) {
+    const group_rank *a = (const group_rank *)x, *b = (const group_rank *)y;
+    if (a->work != b->work) return a->work > b->work ? -1 : 1;
+    return a->index < b->index ? -1 : a->index > b->index;
+}
+
+/* The problems' maps, epilogues and tile ranges go to the kernel's parameters (up to CML_SM90_PARAM_GROUPS of them) or
+ * to the device in ctx's workspace (one copy, ordered on the stream before the kernel); then one launch covers every
+ * tile. */
 template <int KIND, int TRANS_A, int TRANS_B>
 static cml_status sm90_grouped_launch(cml_ctx *ctx, const cml_gemm_desc *descs, int64_t count, void *const *D,
                                       const void *const *A, const void *const *B, const void *const *C) {
     const int BN = 256, STAGES = 4, CLUSTER = 2;
     const int dev = ctx->device.index;
     CML_TRY((allow_smem<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, 0, 1, true>(dev)));
+    const int row_elems = CML_SM90_ROW_BYTES / cml__sm90_kind<KIND>::bytes;
     size_t bytes = sizeof(cml__sm90_group) * (size_t)count;
     cml__sm90_group *host = (cml__sm90_group *)calloc((size_t)count, sizeof(cml__sm90_group));
-    if (!host) return cml__error(CML_ERR_OOM, "cml_gemm_grouped: cannot allocate %zu bytes of host memory", bytes);
-    const int row_elems = CML_SM90_ROW_BYTES / cml__sm90_kind<KIND>::bytes;
+    group_rank *order = (group_rank *)malloc(sizeof(group_rank) * (size_t)count);
+    if (!host || !order) {
+        free(host);
+        free(order);
+        return cml__error(CML_ERR_OOM, "cml_gemm_grouped: cannot allocate %zu bytes of host memory",
+                          bytes + sizeof(group_rank) * (size_t)count);
+    }
+    for (int64_t i = 0; i < count; i++) {
+        const cml_gemm_desc *d = &descs[i];
+        const long long cluster_rows = ((d->M + CML_SM90_BM - 1) / CML_SM90_BM + CLUSTER - 1) / CLUSTER;
+        order[i].work = cluster_rows * ((d->N + BN - 1) / BN) * ((d->K + row_elems - 1) / row_elems);
+        order[i].index = i;
+    }
+    qsort(order, (size_t)count, sizeof *order, by_work_desc);
     cml_status st = CML_OK;
     int tile_end = 0;
     bool same_k = true; /* then every tile costs the same k-blocks */
-    for (int64_t i = 0; i < count && st == CML_OK; i++) {
+    for (int64_t j = 0; j < count && st == CML_OK; j++) {
+        const int64_t i = order[j].index;
         const cml_gemm_desc *d = &descs[i];
         same_k = same_k && d->K == descs[0].K;
-        cml__sm90_group *g = &host[i];
+        cml__sm90_group *g = &host[j];
         if (TRANS_A) st = operand_map(&g->map_a, A[i], KIND, d->K, d->M, d->lda, 0, 1, false, 0);
         else st = operand_map(&g->map_a, A[i], KIND, d->M, d->K, d->lda, 0, 1, true, CML_SM90_BM);
         if (st != CML_OK) break;
@@ -913,18 +949,26 @@ static cml_status sm90_grouped_launch(cml_ctx *ctx, const cml_gemm_desc *descs, 
         tile_end += g->cluster_rows * g->tiles_n;
         g->tile_end = tile_end;
     }
-    void *dev_groups = NULL;
-    if (st == CML_OK) st = cml_ctx_workspace(ctx, &dev_groups, bytes);
-    if (st == CML_OK) st = cml__cuda_memcpy(ctx, dev_groups, host, bytes, false, "cml_gemm_grouped");
-    free(host);
-    CML_TRY(st);
-
+    free(order);
     cml__sm90_problem p;
     memset(&p, 0, sizeof p);
     p.group_m = 16;
     p.a_batch_fixed = p.b_batch_fixed = 1;
-    p.groups = (const cml__sm90_group *)dev_groups;
+    p.groups = NULL; /* in the parameters */
     p.n_groups = (int)count;
+    cml__sm90_param_groups<CML_SM90_PARAM_GROUPS> in_params; /* ~9 KB */
+    memset(&in_params, 0, sizeof in_params);
+    if (count > CML_SM90_PARAM_GROUPS || CML_SM90_DEV_GLOBAL_GROUPS) {
+        void *dev_groups = NULL;
+        if (st == CML_OK) st = cml_ctx_workspace(ctx, &dev_groups, bytes);
+        if (st == CML_OK) st = cml__cuda_memcpy(ctx, dev_groups, host, bytes, false, "cml_gemm_grouped");
+        p.groups = (const cml__sm90_group *)dev_groups;
+    } else if (st == CML_OK) {
+        memcpy(in_params.g, host, bytes);
+    }
+    free(host);
+    CML_TRY(st);
+
     int sms = cml__cuda_sm_count(dev);
     /* balanced only where the tiles cost the same: problems of different K take different times a tile */
     const long long most = sms / CLUSTER;
@@ -932,14 +976,18 @@ static cml_status sm90_grouped_launch(cml_ctx *ctx, const cml_gemm_desc *descs, 
     CUtensorMap unused;
     memset(&unused, 0, sizeof unused);
     cudaLaunchAttribute attr;
-    cudaLaunchConfig_t cfg = cluster_launch(ctx, &attr, clusters, CLUSTER, cml__sm90_smem<BN, STAGES>::total);
+    cudaLaunchConfig_t cfg = cluster_launch(ctx, &attr, clusters, CLUSTER,
+                                            cml__sm90_smem<BN, STAGES>::total + CML_SM90_SLOT_BYTES(STAGES));
     cml__gemm_epi no_epi;
     memset(&no_epi, 0, sizeof no_epi);
     cudaError_t e = cudaLaunchKernelEx(&cfg, gemm_sm90_kernel<BN, STAGES, KIND, TRANS_A, TRANS_B, CLUSTER, 0, 1, true>,
-                                       unused, unused, unused, no_epi, p);
+                                       unused, unused, unused, no_epi, p, in_params);
     if (e != cudaSuccess)
         return cml__error(CML_ERR_CUDA, "cml_gemm_grouped: launching gemm_sm90_kernel<%s> for %lld problems failed: %s",
                           cml_dtype_name(descs[0].a_dtype), (long long)count, cudaGetErrorString(e));
+#if CML_SM90_DEV_TIMELINE
+    tl_dump(ctx, &descs[0], BN, STAGES, CLUSTER, 0, (int)(clusters * CLUSTER));
+#endif
     return CML_OK;
 }
 

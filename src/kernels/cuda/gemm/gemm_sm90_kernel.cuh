@@ -110,9 +110,23 @@ typedef struct cml__sm90_group { /* 64-byte aligned through CUtensorMap */
     int tile_end; /* cluster tiles of problems 0..this one */
 } cml__sm90_group;
 
+/* A grouped launch of at most CML_SM90_PARAM_GROUPS problems passes them in the kernel's parameters: maps a TMA may use
+ * as they are (no acquire fence), fields read through the constant cache. More problems go to global memory
+ * (cml__sm90_problem's groups). The grouped set (8 problems) measured 1.01-1.02x against the same in global memory
+ * (e4m3 1.015x; dev/gemm_sm90/README.md, session 30). 16 problems are ~9 KB of parameters. */
+#define CML_SM90_PARAM_GROUPS 16
+template <int N>
+struct cml__sm90_param_groups {
+    cml__sm90_group g[N];
+};
+template <>
+struct cml__sm90_param_groups<0> { /* the launches that are not grouped */
+    int none;
+};
+
 /* The tile grid and how operands map onto it; passed by value. With n_groups > 0 the
- * launch is grouped: the problems' maps, epilogues and grids come from groups[] and the
- * fields above group_m are unused. */
+ * launch is grouped: the problems' maps, epilogues and grids come from groups[] (NULL: from
+ * the kernel's cml__sm90_param_groups parameter) and the fields above group_m are unused. */
 typedef struct cml__sm90_problem {
     int tiles_m, tiles_n, batch;
     int cluster_rows; /* ceil(tiles_m / (CLUSTER / CN)): the rows of cluster tiles */
@@ -144,6 +158,16 @@ template <int KIND>
 struct cml__sm90_kind {
     enum { bytes = KIND == CML_SM90_TF32 ? 4 : (KIND >= CML_SM90_E4M3 ? 1 : 2) };
 };
+
+/* A grouped launch's producer hands each tile's place to the consumers with the tile's first stage: a slot of 16
+ * bytes a stage after the barriers (g, tm, tn, k_blocks), stored by st.async that completes on the stage's full
+ * barrier as the stage's loads do, and read once the consumers' wait on it returns. The consumers then never walk the
+ * problems' table at a tile's start, where the producer has its stages ready and any wait is the tensor cores'
+ * (dev/gemm_sm90/README.md, session 30). CML_SM90_GROUP_SLOT=0 (dev builds) gives the consumers' own walk. */
+#ifndef CML_SM90_GROUP_SLOT
+#define CML_SM90_GROUP_SLOT 1
+#endif
+#define CML_SM90_SLOT_BYTES(stages) ((stages) * 16)
 
 /* The epilogue hands accumulators to global memory through shared memory, 32 columns at
  * a time per consumer: rows of 32 floats padded to 40 so that the fragment's 8-byte
@@ -642,13 +666,24 @@ static __device__ __forceinline__ void cml__sm90_tile_fast(const cml__sm90_probl
     *tm = first_m + in_group - *tn * rows;
 }
 
+/* The producer, at a grouped launch's switch to problem q: the lines of q's epilogue and tile fields, and of its
+ * tensor scales, into this SM's L1, so that the consumers' reads of them at the tile's end hit there. */
+static __device__ __forceinline__ void cml__sm90_prefetch_epi(const cml__sm90_group *q) {
+    const char *first = (const char *)&q->epi, *last = (const char *)(&q->tile_end + 1);
+    for (const char *p = first; p < last; p += 64) asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(last - 1));
+    if (q->epi.a_scale) asm volatile("prefetch.global.L1 [%0];" ::"l"(q->epi.a_scale));
+    if (q->epi.b_scale) asm volatile("prefetch.global.L1 [%0];" ::"l"(q->epi.b_scale));
+}
+
 /* Where linear cluster tile `tile` lies: its problem *g (grouped launches; tiles are visited
  * in increasing order, so *g only moves forward), tile coordinates, the batch index of its
  * output (with split K: batch * splits + split), and its K blocks [*k_first, + *k_blocks). GROUPED: the launch's
- * problems are p->groups (the grouped launch's kernel instance). */
+ * problems are `groups` (the grouped launch's kernel instance). */
 template <int CN, bool GROUPED>
-static __device__ __forceinline__ void cml__sm90_locate(const cml__sm90_problem *p, int tile, int *g, int *tm, int *tn,
-                                                        int *b, int *k_first, int *k_blocks) {
+static __device__ __forceinline__ void cml__sm90_locate(const cml__sm90_problem *p, const cml__sm90_group *groups,
+                                                        int tile, int *g, int *tm, int *tn, int *b, int *k_first,
+                                                        int *k_blocks) {
     *k_first = 0;
     if constexpr (!GROUPED) {
         cml__sm90_tile_fast(p, (p->tiles_n + CN - 1) / CN, tile, tm, tn, b);
@@ -658,9 +693,9 @@ static __device__ __forceinline__ void cml__sm90_locate(const cml__sm90_problem 
             *k_blocks = min(p->split_kb, p->k_blocks - *k_first);
         }
     } else {
-        while (p->groups[*g].tile_end <= tile) (*g)++;
-        const cml__sm90_group *q = &p->groups[*g];
-        const int start = *g > 0 ? p->groups[*g - 1].tile_end : 0;
+        while (groups[*g].tile_end <= tile) (*g)++;
+        const cml__sm90_group *q = &groups[*g];
+        const int start = *g > 0 ? groups[*g - 1].tile_end : 0;
         cml__sm90_tile(q->cluster_rows, q->tiles_n, p->group_m, tile - start, tm, tn, b);
         *k_blocks = q->k_blocks;
     }
@@ -898,7 +933,8 @@ template <int BN, int STAGES, int KIND, int TRANS_A, int TRANS_B, int CLUSTER, i
 static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_d, const __grid_constant__ cml__gemm_epi epi,
-                     const __grid_constant__ cml__sm90_problem prob) {
+                     const __grid_constant__ cml__sm90_problem prob,
+                     const __grid_constant__ cml__sm90_param_groups<GROUPED ? CML_SM90_PARAM_GROUPS : 0> pg) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     const int BM = PINGPONG == 1 ? 64 : CML_SM90_BM; /* rows of a tile */
     typedef cml__sm90_smem<BN, STAGES, PINGPONG == 1 ? 64 : CML_SM90_BM, cml__sm90_b_blocks<BN, TRANS_B, CN>::stage_bytes>
@@ -906,9 +942,12 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
     static_assert(PINGPONG != 2 || BN <= 192, "128-row ping-pong tiles hold BN accumulators a thread");
     constexpr int ACC = PINGPONG == 2 ? BN : BN / 2; /* accumulators a thread */
     const int elems_per_row = CML_SM90_ROW_BYTES / cml__sm90_kind<KIND>::bytes; /* K elements per stage */
-    /* a grouped launch's instance reads its problems from global memory; every other instance has that code compiled
-     * out, so that the producer's path to its first load holds no jumps over it (dev/gemm_sm90/README.md, session 28) */
+    /* a grouped launch's instance reads its problems from its parameters or global memory; every other instance has
+     * that code compiled out, so that the producer's path to its first load holds no jumps over it (dev/gemm_sm90/README.md, session 28) */
     const int n_groups = GROUPED ? prob.n_groups : 0;
+    const cml__sm90_group *groups = NULL; /* in the parameters (pg) or in global memory (prob.groups) */
+    if constexpr (GROUPED) groups = prob.groups ? prob.groups : pg.g;
+    const bool global_groups = GROUPED && prob.groups;
     extern __shared__ uint8_t cml__sm90_smem_raw[];
     uint8_t *smem = (uint8_t *)(((uintptr_t)cml__sm90_smem_raw + 1023) & ~(uintptr_t)1023);
     uint8_t *stage_a = smem;
@@ -917,6 +956,8 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
     uint64_t *full = (uint64_t *)((uint8_t *)epi_stage + smem_t::epi_region);
     uint64_t *empty = full + STAGES;
     int *split_last = (int *)(empty + STAGES); /* one word per consumer */
+    int4 *slots = (int4 *)(split_last + 4);      /* GROUPED: one a stage (CML_SM90_SLOT_BYTES) */
+    static_assert(!GROUPED || smem_t::total + CML_SM90_SLOT_BYTES(STAGES) <= CML_SM90_SMEM_MAX, "the slots fit");
     /* A cluster's CTAs take a block of CM x CN tiles (CN = 1: CLUSTER vertically adjacent tiles; CN = 2: 2 x 2,
      * the 160-wide tile with M-major A and N-major B only, gemm_sm90.cu's config_valid), rank = rn * CM + rm for
      * tile row rm and column rn of the block. The CTAs of a tile column share their B tile, those of a tile row
@@ -929,7 +970,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
 #if CML_SM90_DEV_TIMELINE
     if (threadIdx.x == 0) CML_SM90_TL_META(6, clock64());
 #endif
-    const int total = n_groups ? prob.groups[n_groups - 1].tile_end
+    const int total = n_groups ? groups[n_groups - 1].tile_end
                                : prob.cluster_rows * ((prob.tiles_n + CN - 1) / CN) * prob.batch * max(prob.splits, 1);
     const int first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;
     /* EARLY: the thread that initializes the barriers also issues the first tile's first stages, before the CTA's
@@ -948,7 +989,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
         if (EARLY && first < total) {
             cml__fence_proxy_async_smem(); /* the barriers' init before the bulk copies complete on them */
             int g = 0, tm, tn, b, k_first, k_blocks;
-            cml__sm90_locate<CN, GROUPED>(&prob, first, &g, &tm, &tn, &b, &k_first, &k_blocks);
+            cml__sm90_locate<CN, GROUPED>(&prob, groups, first, &g, &tm, &tn, &b, &k_first, &k_blocks);
             if (prob.splits > 1) b = cml__fast_div_q(b, prob.div_splits); /* the operands' batch */
 #if CML_SM90_DEV_TIMELINE
             CML_SM90_TL_META(7, clock64());
@@ -1019,16 +1060,19 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                 const int tl_slot = tl_tile++;
 #endif
                 int tm, tn, b, k_first, k_blocks;
-                cml__sm90_locate<CN, GROUPED>(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
+                cml__sm90_locate<CN, GROUPED>(&prob, groups, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
                 if (prob.splits > 1) b = cml__fast_div_q(b, prob.div_splits); /* the operands' batch */
 #if CML_SM90_DEV_TIMELINE
                 if (tl_slot == 0 && !EARLY) CML_SM90_TL_META(7, clock64());
 #endif
-                const CUtensorMap *ma = n_groups ? &prob.groups[g].map_a : &map_a;
-                const CUtensorMap *mb = n_groups ? &prob.groups[g].map_b : &map_b;
-                if (n_groups && g != acquired) { /* maps copied into global memory by the host */
-                    cml__tma_map_acquire(ma);
-                    cml__tma_map_acquire(mb);
+                const CUtensorMap *ma = n_groups ? &groups[g].map_a : &map_a;
+                const CUtensorMap *mb = n_groups ? &groups[g].map_b : &map_b;
+                if (n_groups && g != acquired) {
+                    if (global_groups) { /* maps copied into global memory by the host */
+                        cml__tma_map_acquire(ma);
+                        cml__tma_map_acquire(mb);
+                        if (CML_SM90_GROUP_SLOT) cml__sm90_prefetch_epi(&groups[g]);
+                    }
                     acquired = g;
                 }
                 const int m0 = (tm * CM + rm) * BM, n0 = (tn * CN + rn) * BN;
@@ -1050,7 +1094,13 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                     for (const long long t0 = clock64(); clock64() - t0 < CML_SM90_DEV_PRODUCER_SPIN;) {
                     }
 #endif
-                    cml__mbar_arrive_expect_tx_at(fb, smem_t::a_bytes + smem_t::b_bytes);
+                    constexpr bool SLOT = GROUPED && CML_SM90_GROUP_SLOT;
+                    cml__mbar_arrive_expect_tx_at(fb, smem_t::a_bytes + smem_t::b_bytes + (SLOT && kb == 0 ? 16 : 0));
+                    if (SLOT && kb == 0) /* the tile's place, for the consumers (its batch is 0) */
+                        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, "
+                                     "[%5];" ::"r"(cml__smem_addr(&slots[s])), "r"(g), "r"(tm), "r"(tn), "r"(k_blocks),
+                                     "r"(fb)
+                                     : "memory");
                     cml__sm90_load_kblock<BN, BM, KIND, TRANS_A, TRANS_B, CLUSTER, CN>(
                         ma, mb, a0 + s * smem_t::a_bytes, b0 + s * smem_t::b_bytes, fb, block_bytes, m0, n0, k0, ba, bb,
                         rank, rm, rn);
@@ -1125,7 +1175,14 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
         }
         for (int tile = first; tile < total; tile += step, mine++) {
             int tm, tn, b, k_first, k_blocks;
-            cml__sm90_locate<CN, GROUPED>(&prob, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
+            if (GROUPED && CML_SM90_GROUP_SLOT) { /* from the tile's first stage (the main loop's wait returns at once) */
+                const int s0 = WRAP ? s : it % STAGES;
+                cml__mbar_wait_at(full0 + 8 * s0, WRAP ? parity : (uint32_t)(it / STAGES) & 1u);
+                const int4 place = slots[s0];
+                g = place.x, tm = place.y, tn = place.z, k_blocks = place.w, b = 0, k_first = 0;
+            } else {
+                cml__sm90_locate<CN, GROUPED>(&prob, groups, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
+            }
             if (PINGPONG && (mine & 1) != consumer) { /* the other consumer's tile: skip its stages */
                 it += k_blocks;
                 const int n = s + k_blocks;
@@ -1134,11 +1191,11 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                 prev = (s + STAGES - 1) % STAGES;
                 continue;
             }
-            const cml__gemm_epi *ep = n_groups ? &prob.groups[g].epi : &epi;
-            const bool tma_store = n_groups ? prob.groups[g].tma_store : prob.tma_store;
-            const CUtensorMap *md = n_groups ? &prob.groups[g].map_d : &map_d;
+            const cml__gemm_epi *ep = n_groups ? &groups[g].epi : &epi;
+            const bool tma_store = n_groups ? groups[g].tma_store : prob.tma_store;
+            const CUtensorMap *md = n_groups ? &groups[g].map_d : &map_d;
             if (n_groups && tma_store && leader && g != d_acquired) { /* the leader issues the stores */
-                cml__tma_map_acquire(md);
+                if (global_groups) cml__tma_map_acquire(md);
                 d_acquired = g;
             }
             if (PINGPONG && mine > 0) cml__sm90_order_wait(consumer); /* tile mine - 1's main loop is done */
