@@ -887,7 +887,7 @@ extern "C" bool cml__gemm_sm90_grouped_takes(const cml_ctx *ctx, const cml_gemm_
 
 /* The grouped launch visits its problems largest first (cluster tiles x K blocks; ties in the caller's order): the
  * small problems' tiles then fill the last rounds, and with different K no long tile starts last. Measured on the
- * grouped set (8 experts, M 256..2048 ascending): 1.01-1.02x over the caller's order (dev/gemm_sm90/README.md,
+ * grouped set (8 experts, M 256..2048 ascending): 1.006-1.019x over the caller's order (dev/gemm_sm90/README.md,
  * session 30). */
 typedef struct {
     long long work;

@@ -112,8 +112,8 @@ typedef struct cml__sm90_group { /* 64-byte aligned through CUtensorMap */
 
 /* A grouped launch of at most CML_SM90_PARAM_GROUPS problems passes them in the kernel's parameters: maps a TMA may use
  * as they are (no acquire fence), fields read through the constant cache. More problems go to global memory
- * (cml__sm90_problem's groups). The grouped set (8 problems) measured 1.01-1.02x against the same in global memory
- * (e4m3 1.015x; dev/gemm_sm90/README.md, session 30). 16 problems are ~9 KB of parameters. */
+ * (cml__sm90_problem's groups). The grouped set (8 problems) measured 1.005-1.016x against the same in global memory
+ * (e4m3 1.016x; dev/gemm_sm90/README.md, session 30). 16 problems are ~9 KB of parameters. */
 #define CML_SM90_PARAM_GROUPS 16
 template <int N>
 struct cml__sm90_param_groups {
