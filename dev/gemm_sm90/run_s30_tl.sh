@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# (Binaries from intermediate trees of session 30 whose dev switches -- CML_SM90_GROUP_ORDER, CML_BENCH_DEV_SHARED_B,
-# CML_SM90_DEV_NOACQ / NOPFD -- were removed with the final form; dev/gemm_sm90/README.md, session 30.)
+# (run 1 of this script: a binary from an intermediate tree of session 30 with CML_SM90_GROUP_ORDER, since removed;
+# rerun on the final tree for tl_phases_final.txt: its order is the library's largest-first; dev/gemm_sm90/README.md, session 30.)
 # Session 30: timelines (-DCML_SM90_DEV_TIMELINE=1 build, the tile slots and the descending order) of the grouped set and
 # its stacked GEMM, e4m3 and bf16, each launch its own file; tl_phases.py sums each CTA's life by phase.
 #   run(carry=["build-s30x"], command="XDIR=build-s30x bash dev/gemm_sm90/run_s30_tl.sh; tar czf $OUT/r.tgz -C /tmp/x .")

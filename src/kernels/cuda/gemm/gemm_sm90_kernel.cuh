@@ -159,15 +159,15 @@ struct cml__sm90_kind {
     enum { bytes = KIND == CML_SM90_TF32 ? 4 : (KIND >= CML_SM90_E4M3 ? 1 : 2) };
 };
 
-/* A grouped launch's producer hands each tile's place to the consumers with the tile's first stage: a slot of 16
- * bytes a stage after the barriers (g, tm, tn, k_blocks), stored by st.async that completes on the stage's full
+/* A grouped launch's producer hands each tile's place to the consumers with the tile's first stage: a slot of 32
+ * bytes a stage after the barriers (g, tm, tn, k_blocks; the epilogue's cml__sm90_head), stored by st.async that completes on the stage's full
  * barrier as the stage's loads do, and read once the consumers' wait on it returns. The consumers then never walk the
  * problems' table at a tile's start, where the producer has its stages ready and any wait is the tensor cores'
  * (dev/gemm_sm90/README.md, session 30). CML_SM90_GROUP_SLOT=0 (dev builds) gives the consumers' own walk. */
 #ifndef CML_SM90_GROUP_SLOT
 #define CML_SM90_GROUP_SLOT 1
 #endif
-#define CML_SM90_SLOT_BYTES(stages) ((stages) * 16)
+#define CML_SM90_SLOT_BYTES(stages) ((stages) * 32)
 
 /* The epilogue hands accumulators to global memory through shared memory, 32 columns at
  * a time per consumer: rows of 32 floats padded to 40 so that the fragment's 8-byte
@@ -505,6 +505,21 @@ static __device__ __forceinline__ void cml__sm90_tma_epilogue_f32(const cml__gem
     }
 }
 
+/* What the TMA epilogue of 16-bit D decides once a tile: the scale s (alpha times the tensor scales) and flags (1: a
+ * bias or an activation to apply, 2: f16 D). A grouped launch's producer works it out ahead, off the consumers' path
+ * (the tile slots), where its loads of the problem's fields and scales would otherwise wait at the tile's end. */
+typedef struct {
+    float s;
+    int flags;
+} cml__sm90_head;
+
+static __device__ __forceinline__ cml__sm90_head cml__sm90_head_of(const cml__gemm_epi *e) {
+    float s = e->alpha;
+    if (e->a_scale_mode == CML_SCALE_TENSOR) s *= e->a_scale[0];
+    if (e->b_scale_mode == CML_SCALE_TENSOR) s *= e->b_scale[0];
+    return {s, (e->bias || e->act != CML_EPILOGUE_NONE ? 1 : 0) | (e->d_dtype != CML_BF16 ? 2 : 0)};
+}
+
 /* Stores this consumer's finished 64 x BN block of D (rows row0.., columns col0..) from the
  * accumulators, 64 columns a block: the values go (in D's dtype) into shared memory in the
  * 128-byte swizzle by stmatrix (four 8 x 8 matrices of 16-bit values a warp instruction), then
@@ -529,7 +544,7 @@ template <int BN, int NBUF, int KIND, int COPY = 0, int OC = CML_SM90_OUT_COLS>
 static __device__ __forceinline__ void cml__sm90_tma_epilogue(const cml__gemm_epi *e, const CUtensorMap *map_d,
                                                               const float *acc, uint8_t *blocks, int consumer,
                                                               bool leader, int warp, int lane, int row0, int col0,
-                                                              int batch) {
+                                                              int batch, cml__sm90_head given = {0.0f, -1}) {
     if constexpr (KIND == CML_SM90_TF32)
         if (e->d_dtype == CML_F32) { /* tf32 with f32 D (gemm_sm90.cu) */
             cml__sm90_tma_epilogue_f32<BN, NBUF>(e, map_d, acc, blocks, consumer, leader, warp, lane, row0, col0,
@@ -537,12 +552,11 @@ static __device__ __forceinline__ void cml__sm90_tma_epilogue(const cml__gemm_ep
             return;
         }
     constexpr int NB = BN / OC;
-    float s = e->alpha;
-    if (e->a_scale_mode == CML_SCALE_TENSOR) s *= e->a_scale[0];
-    if (e->b_scale_mode == CML_SCALE_TENSOR) s *= e->b_scale[0];
+    const cml__sm90_head h = given.flags >= 0 ? given : cml__sm90_head_of(e);
+    const float s = h.s;
     /* flags, not a kind number (which ptxas turns into a jump table: a constant load a round); the
      * GPT-2 kind first, so that a round's staging is one test away */
-    const bool finish = e->bias || e->act != CML_EPILOGUE_NONE, f16 = e->d_dtype != CML_BF16;
+    const bool finish = h.flags & 1, f16 = h.flags & 2;
     const bool copy = !finish && !f16 && s == 1.0f;
 #pragma unroll
     for (int c0 = 0; c0 < NB; c0 += NBUF) {
@@ -664,6 +678,15 @@ static __device__ __forceinline__ void cml__sm90_tile_fast(const cml__sm90_probl
     const int rows = last ? p->cluster_rows - first_m : p->group_m;
     *tn = cml__fast_div_q(in_group, last ? p->div_last_m : p->div_group_m);
     *tm = first_m + in_group - *tn * rows;
+}
+
+/* Stores 16 bytes into this CTA's shared memory at p as an asynchronous write that completes on the mbarrier at
+ * 32-bit shared address bar (its 16 bytes counted by the barrier's expect-tx), as the TMA loads do. */
+static __device__ __forceinline__ void cml__st_async_v4(void *p, int x, int y, int z, int w, uint32_t bar) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(
+                     cml__smem_addr(p)),
+                 "r"(x), "r"(y), "r"(z), "r"(w), "r"(bar)
+                 : "memory");
 }
 
 /* The producer, at a grouped launch's switch to problem q: the lines of q's epilogue and tile fields, and of its
@@ -956,7 +979,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
     uint64_t *full = (uint64_t *)((uint8_t *)epi_stage + smem_t::epi_region);
     uint64_t *empty = full + STAGES;
     int *split_last = (int *)(empty + STAGES); /* one word per consumer */
-    int4 *slots = (int4 *)(split_last + 4);      /* GROUPED: one a stage (CML_SM90_SLOT_BYTES) */
+    int4 *slots = (int4 *)(split_last + 4);      /* GROUPED: two a stage (CML_SM90_SLOT_BYTES) */
     static_assert(!GROUPED || smem_t::total + CML_SM90_SLOT_BYTES(STAGES) <= CML_SM90_SMEM_MAX, "the slots fit");
     /* A cluster's CTAs take a block of CM x CN tiles (CN = 1: CLUSTER vertically adjacent tiles; CN = 2: 2 x 2,
      * the 160-wide tile with M-major A and N-major B only, gemm_sm90.cu's config_valid), rank = rn * CM + rm for
@@ -1095,12 +1118,12 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                     }
 #endif
                     constexpr bool SLOT = GROUPED && CML_SM90_GROUP_SLOT;
-                    cml__mbar_arrive_expect_tx_at(fb, smem_t::a_bytes + smem_t::b_bytes + (SLOT && kb == 0 ? 16 : 0));
-                    if (SLOT && kb == 0) /* the tile's place, for the consumers (its batch is 0) */
-                        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, "
-                                     "[%5];" ::"r"(cml__smem_addr(&slots[s])), "r"(g), "r"(tm), "r"(tn), "r"(k_blocks),
-                                     "r"(fb)
-                                     : "memory");
+                    cml__mbar_arrive_expect_tx_at(fb, smem_t::a_bytes + smem_t::b_bytes + (SLOT && kb == 0 ? 32 : 0));
+                    if (SLOT && kb == 0) { /* the tile's place (its batch is 0) and epilogue head, for the consumers */
+                        const cml__sm90_head h = cml__sm90_head_of(&groups[g].epi);
+                        cml__st_async_v4(&slots[2 * s], g, tm, tn, k_blocks, fb);
+                        cml__st_async_v4(&slots[2 * s + 1], __float_as_int(h.s), h.flags, 0, 0, fb);
+                    }
                     cml__sm90_load_kblock<BN, BM, KIND, TRANS_A, TRANS_B, CLUSTER, CN>(
                         ma, mb, a0 + s * smem_t::a_bytes, b0 + s * smem_t::b_bytes, fb, block_bytes, m0, n0, k0, ba, bb,
                         rank, rm, rn);
@@ -1175,11 +1198,14 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
         }
         for (int tile = first; tile < total; tile += step, mine++) {
             int tm, tn, b, k_first, k_blocks;
+            cml__sm90_head head = {0.0f, -1}; /* -1: the epilogue works it out */
             if (GROUPED && CML_SM90_GROUP_SLOT) { /* from the tile's first stage (the main loop's wait returns at once) */
                 const int s0 = WRAP ? s : it % STAGES;
                 cml__mbar_wait_at(full0 + 8 * s0, WRAP ? parity : (uint32_t)(it / STAGES) & 1u);
-                const int4 place = slots[s0];
+                const int4 place = slots[2 * s0], epi_head = slots[2 * s0 + 1];
                 g = place.x, tm = place.y, tn = place.z, k_blocks = place.w, b = 0, k_first = 0;
+                if constexpr (KIND != CML_SM90_TF32) /* its f32 D's epilogue works out its own (registers) */
+                    head = {__int_as_float(epi_head.x), epi_head.y};
             } else {
                 cml__sm90_locate<CN, GROUPED>(&prob, groups, tile, &g, &tm, &tn, &b, &k_first, &k_blocks);
             }
@@ -1289,7 +1315,7 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
                 for (int h = 0; h < (PINGPONG == 2 ? 2 : 1); h++) /* 128-row ping-pong: the two 64-row halves */
                     cml__sm90_tma_epilogue<BN, smem_t::out_bufs * 64 / OC, KIND, PINGPONG == 2, OC>(
                         ep, md, acc + h * (BN / 2), (uint8_t *)epi_stage + consumer * (smem_t::epi_region / 2),
-                        consumer, leader, warp, lane, tm * BM + (PINGPONG ? 64 * h : consumer * 64), tn * BN, b);
+                        consumer, leader, warp, lane, tm * BM + (PINGPONG ? 64 * h : consumer * 64), tn * BN, b, head);
 #if CML_SM90_DEV_TIMELINE
                 if (leader) CML_SM90_TL(mine, consumer == 0 ? 3 : 5, clock64());
 #endif
