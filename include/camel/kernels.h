@@ -288,7 +288,10 @@ cml_status cml_gemm_workspace_size(cml_ctx *ctx, const cml_gemm_desc *desc, size
 /* Grouped GEMM: count independent problems of different sizes in one launch on
  * the GPU (a loop on the CPU). descs[i] describes problem i (batch must be 1);
  * every problem must share op_a, op_b, dtypes, math, scale modes and epilogue. D, A, B, C are
- * host arrays of count pointers each (C may be NULL when every beta is 0). */
+ * host arrays of count pointers each (C may be NULL when every beta is 0). On Hopper the
+ * launch visits the largest problems first, and up to 16 problems ride in the kernel's
+ * parameters (more go through device memory, a little slower); results do not depend on
+ * either. */
 cml_status cml_gemm_grouped(cml_ctx *ctx, const cml_gemm_desc *descs, int64_t count, void *const *D,
                             const void *const *A, const void *const *B, const void *const *C);
 
