@@ -446,17 +446,18 @@ static void test_dbias(void) {
 
 enum { G = 5, G_MAX = 20 };
 
-static void run_grouped(const int64_t (*sizes)[3], int count) {
+/* One grouped launch of `count` problems of proto's types, scales, math and epilogue (problem 1 without a bias,
+ * problem 2 with beta = 0.5: the TMA-store and general epilogues side by side), each checked against the float64
+ * reference, its D poisoned first and a repeat run bitwise equal. */
+static void run_grouped(const int64_t (*sizes)[3], int count, const gemm_case *proto) {
     gemm_data x[G_MAX];
     cml_gemm_desc descs[G_MAX];
     void *Ds[G_MAX];
     const void *As[G_MAX], *Bs[G_MAX], *Cs[G_MAX];
-    dev_buf dA[G_MAX], dB[G_MAX], dC[G_MAX], dD[G_MAX], dbias[G_MAX];
+    dev_buf dA[G_MAX], dB[G_MAX], dC[G_MAX], dD[G_MAX], dbias[G_MAX], dsa[G_MAX], dsb[G_MAX];
     for (int i = 0; i < count; i++) {
-        gemm_case g = gemm_case_make(CML_OP_N, CML_OP_T, sizes[i][0], sizes[i][1], sizes[i][2], 1);
-        g.a_dtype = g.b_dtype = CML_BF16;
-        g.d_dtype = CML_BF16;
-        g.epilogue = CML_EPILOGUE_RELU;
+        gemm_case g = *proto;
+        g.M = sizes[i][0], g.N = sizes[i][1], g.K = sizes[i][2], g.batch = 1;
         g.bias = i != 1;
         g.beta = i == 2 ? 0.5f : 0.0f;
         gemm_data_make(&x[i], &g, &rng);
@@ -465,37 +466,58 @@ static void run_grouped(const int64_t (*sizes)[3], int count) {
         dC[i] = dev_copy(&x[i].C);
         dD[i] = dev_copy(&x[i].D);
         dbias[i] = dev_copy(&x[i].bias);
+        dsa[i] = dev_copy(&x[i].a_scale);
+        dsb[i] = dev_copy(&x[i].b_scale);
         descs[i] = x[i].desc;
         descs[i].bias = g.bias ? dbias[i].data : NULL;
+        descs[i].a_scale = descs[i].a_scale ? (const float *)dsa[i].data : NULL;
+        descs[i].b_scale = descs[i].b_scale ? (const float *)dsb[i].data : NULL;
         Ds[i] = dD[i].data;
         As[i] = dA[i].data;
         Bs[i] = dB[i].data;
         Cs[i] = g.beta != 0 ? dC[i].data : NULL;
-        poison(dD[i].data, (size_t)x[i].D.elems * 2);
     }
-    CHECK_OK(cml_gemm_grouped(gctx, descs, count, Ds, As, Bs, Cs));
+    unsigned char *first[G_MAX];
+    for (int run = 0; run < 2; run++) {
+        for (int i = 0; i < count; i++) poison(dD[i].data, (size_t)x[i].D.elems * cml_dtype_size(proto->d_dtype));
+        CHECK_OK(cml_gemm_grouped(gctx, descs, count, Ds, As, Bs, Cs));
+        for (int i = 0; i < count; i++) {
+            unsigned char *h = malloc(x[i].D.bytes);
+            CHECK(h != NULL);
+            download(h, dD[i].storage, x[i].D.bytes);
+            if (run == 0) {
+                first[i] = h;
+                continue;
+            }
+            CHECK_MSG(memcmp(h, first[i], x[i].D.bytes) == 0, "grouped problem %d: a repeat run's D differs", i);
+            free(h);
+        }
+    }
+    char desc_str[320];
     for (int i = 0; i < count; i++) {
         const gemm_case *g = &x[i].g;
         int64_t n = g->M * g->N;
         double *ref = malloc(sizeof(double) * (size_t)n);
         float *out = malloc(sizeof(float) * (size_t)n);
-        unsigned char *h = malloc(x[i].D.bytes);
         gemm_reference(&x[i], 1, false, ref, NULL, NULL);
-        download(h, dD[i].storage, x[i].D.bytes);
-        gemm_unpack(out, h, CML_BF16, 1, g->M, g->N, descs[i].ldd, 0);
-        double err = th_rel_error(out, ref, n);
-        CHECK_MSG(err <= 1e-2, "grouped problem %d (%lldx%lldx%lld): relative error %.3g", i, (long long)g->M,
-                  (long long)g->N, (long long)g->K, err);
+        gemm_unpack(out, first[i] + ((char *)x[i].D.data - (char *)x[i].D.storage), g->d_dtype, 1, g->M, g->N,
+                    descs[i].ldd, 0);
+        double err = th_rel_error(out, ref, n), bound = bound_for(g);
+        CHECK_MSG(err <= bound, "grouped problem %d of %d (%s): relative error %.3g > %.3g", i, count,
+                  gemm_case_str(g, desc_str, sizeof desc_str), err, bound);
         free(ref);
         free(out);
-        free(h);
-        dev_buf *all[] = {&dA[i], &dB[i], &dC[i], &dD[i], &dbias[i]};
+        free(first[i]);
+        dev_buf *all[] = {&dA[i], &dB[i], &dC[i], &dD[i], &dbias[i], &dsa[i], &dsb[i]};
         for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) dev_free(all[k]->storage, all[k]->bytes);
         gemm_data_free(&x[i]);
     }
 }
 
 static void test_grouped(void) {
+    gemm_case bf16 = gemm_case_make(CML_OP_N, CML_OP_T, 1, 1, 1, 1);
+    bf16.a_dtype = bf16.b_dtype = bf16.d_dtype = CML_BF16;
+    bf16.epilogue = CML_EPILOGUE_RELU;
     /* K = 5 (lda not 16-byte aligned) and K = 0 send every problem through cml_gemm one by one */
     static const int64_t mixed[G][3] = {{256, 128, 64}, {1, 7, 5}, {127, 1025, 65}, {512, 512, 512}, {64, 64, 0}};
     /* every problem taken by the sm90 path (K a multiple of 8): one grouped launch on Hopper, with
@@ -507,10 +529,10 @@ static void test_grouped(void) {
     static const int64_t paths[G][3] = {{2048, 2048, 64}, {1, 8, 8}, {1024, 2048, 64}, {512, 512, 64}, {300, 700, 72}};
     /* one K for all: the balanced grid (108 cluster tiles in 2 rounds: 54 clusters, not 66) */
     static const int64_t same_k[G][3] = {{2048, 2048, 64}, {256, 512, 64}, {1024, 2048, 64}, {512, 512, 64}, {300, 700, 64}};
-    run_grouped(mixed, G);
-    run_grouped(hopper, G);
-    run_grouped(paths, G);
-    run_grouped(same_k, G);
+    run_grouped(mixed, G, &bf16);
+    run_grouped(hopper, G, &bf16);
+    run_grouped(paths, G, &bf16);
+    run_grouped(same_k, G, &bf16);
     /* more problems than the kernel's parameters hold (16): the problems' table in global memory; sizes in no order,
      * so that the launch's largest-first order differs from the caller's */
     int64_t many[G_MAX][3];
@@ -519,8 +541,24 @@ static void test_grouped(void) {
         many[i][1] = 128 + 64 * (i % 3);
         many[i][2] = 64 * (1 + i % 4);
     }
-    run_grouped((const int64_t(*)[3])many, G_MAX);
-    run_grouped((const int64_t(*)[3])many, 16); /* exactly the parameters' 16 */
+    run_grouped((const int64_t(*)[3])many, G_MAX, &bf16);
+    run_grouped((const int64_t(*)[3])many, 16, &bf16); /* exactly the parameters' 16 */
+    /* fp8 with tensor scales (the epilogue's scale worked out by the grouped kernel's producer) into bf16 and f16, and
+     * tf32 into f32: K a multiple of 16, N = 1032 (its rows not 16-byte aligned for f16 / bf16 D: the general
+     * epilogue) beside TMA-stored ones */
+    static const int64_t fp8[G][3] = {{256, 128, 64}, {1, 16, 16}, {127, 1032, 80}, {512, 512, 512}, {300, 704, 1008}};
+    gemm_case e4m3 = gemm_case_make(CML_OP_N, CML_OP_T, 1, 1, 1, 1);
+    e4m3.a_dtype = e4m3.b_dtype = CML_F8E4M3;
+    e4m3.a_scale_mode = e4m3.b_scale_mode = CML_SCALE_TENSOR;
+    e4m3.d_dtype = CML_BF16;
+    run_grouped(fp8, G, &e4m3);
+    run_grouped((const int64_t(*)[3])many, G_MAX, &e4m3);
+    e4m3.d_dtype = CML_F16;
+    e4m3.epilogue = CML_EPILOGUE_RELU;
+    run_grouped(fp8, G, &e4m3);
+    gemm_case tf32 = gemm_case_make(CML_OP_N, CML_OP_T, 1, 1, 1, 1);
+    tf32.math = CML_GEMM_MATH_TF32;
+    run_grouped(fp8, G, &tf32);
 }
 
 /* Shapes the Hopper path takes: checked on every 16th row against float64 and everywhere against the CPU. */
