@@ -966,7 +966,8 @@ static __global__ void __launch_bounds__(CML_SM90_THREADS, 1)
     constexpr int ACC = PINGPONG == 2 ? BN : BN / 2; /* accumulators a thread */
     const int elems_per_row = CML_SM90_ROW_BYTES / cml__sm90_kind<KIND>::bytes; /* K elements per stage */
     /* a grouped launch's instance reads its problems from its parameters or global memory; every other instance has
-     * that code compiled out, so that the producer's path to its first load holds no jumps over it (dev/gemm_sm90/README.md, session 28) */
+     * that code compiled out, so that the producer's path to its first load holds no jumps over it
+     * (dev/gemm_sm90/README.md, session 28) */
     const int n_groups = GROUPED ? prob.n_groups : 0;
     const cml__sm90_group *groups = NULL; /* in the parameters (pg) or in global memory (prob.groups) */
     if constexpr (GROUPED) groups = prob.groups ? prob.groups : pg.g;
