@@ -914,6 +914,80 @@ static void test_sm90_wide160(void) {
     CHECK_MSG(!cml__gemm_sm90_config_valid(&f, &tf), "160-wide tf32 accepted");
 }
 
+/* 128 x 256 tiles in a column of 4 CTAs sharing B (cluster 4, cluster_n 0; 16-bit): forced for every op pair, with
+ * cluster tiles past M (M = 300: one tile row of four, three past it; 1100: the last cluster row half empty), edge
+ * tiles in N, K not a multiple of 64, a batch, bias + GELU, fp16, f32 D with beta * C (stored by elements) and operands
+ * repacked for TMA (M, N, K odd); each must run in clusters of 4. The estimate takes it where clusters of 4 need no
+ * more rounds than pairs (3000 x 5000 x 1000 on 132 SMs) and not elsewhere (4096^3, 8192^3, batched 64 x 1024^3). */
+static void test_sm90_column4(void) {
+    if (cml__cuda_arch(0) != 90) {
+        printf("  (not an sm_90 device: skipped)\n");
+        return;
+    }
+    static const int64_t cases[][6] = {/* op_a, op_b, M, N, K, batch */
+                                       {0, 0, 1100, 1000, 1000, 1},
+                                       {0, 1, 300, 600, 136, 3},
+                                       {1, 0, 777, 520, 72, 1},
+                                       {1, 1, 530, 344, 264, 2},
+                                       {0, 0, 610, 1000, 200, 1},
+                                       {0, 1, 257, 301, 77, 1}};
+    int forced = 0;
+    for (int i = 0; i < 6; i++) {
+        if (under_sanitizer() && i % 2 != 0) continue;
+        gemm_case g = gemm_case_make((cml_op)cases[i][0], (cml_op)cases[i][1], cases[i][2], cases[i][3], cases[i][4],
+                                     cases[i][5]);
+        g.a_dtype = g.b_dtype = g.d_dtype = i == 3 ? CML_F16 : CML_BF16;
+        g.tma_strides = i != 5;
+        if (i == 0) {
+            g.bias = true;
+            g.epilogue = CML_EPILOGUE_GELU_TANH;
+        } else if (i == 4) {
+            g.d_dtype = g.c_dtype = CML_F32;
+            g.beta = 0.5f;
+        }
+        const cml_gemm_desc d = cml_gemm_desc_init(g.op_a, g.op_b, g.M, g.N, g.K, g.batch, g.a_dtype, g.d_dtype);
+        const cml__gemm_sm90_config cfg = {256, 1, 4, 8, 128, 0, 0};
+        CHECK_MSG(cml__gemm_sm90_config_valid(&d, &cfg), "256 wide in clusters of 4, case %d refused", i);
+        cml__gemm_sm90_force_config(&cfg);
+        const int before = path_counts[0];
+        run_case(&g, 1);
+        CHECK_MSG(path_counts[0] == before + 1, "256 wide in clusters of 4: case %d did not run on sm90", i);
+        int grid = 0, cluster = 0, cluster_n = 0;
+        cml__gemm_sm90_last_launch(&grid, &cluster, &cluster_n);
+        CHECK_MSG(cluster == 4 && cluster_n == 1 && grid > 0 && grid % 4 == 0 && grid <= cml__cuda_sm_count(0),
+                  "256 wide, case %d: launched %d CTAs in clusters of %d (%d columns), expected 4 (1)", i, grid, cluster,
+                  cluster_n);
+        forced++;
+    }
+    cml__gemm_sm90_force_config(NULL);
+    printf("  %d forced cases\n", forced);
+    if (cml__cuda_sm_count(0) == 132) {
+        static const int64_t picks[][6] = {/* op_a, op_b, M, N, K, batch; the expected cluster after them */
+                                           {0, 0, 3000, 5000, 1000, 1}, {1, 1, 3000, 5000, 1000, 1},
+                                           {0, 1, 4096, 4096, 4096, 1}, {0, 0, 8192, 8192, 8192, 1},
+                                           {0, 0, 1024, 1024, 1024, 64}};
+        static const int want[] = {4, 4, 2, 2, 2};
+        for (int i = 0; i < 5; i++) {
+            const cml_gemm_desc e = cml_gemm_desc_init((cml_op)picks[i][0], (cml_op)picks[i][1], picks[i][2],
+                                                       picks[i][3], picks[i][4], picks[i][5], CML_BF16, CML_BF16);
+            const cml__gemm_sm90_config c = cml__gemm_sm90_estimate_config(gctx, &e);
+            CHECK_MSG(c.bn == 256 && c.cluster == want[i], "estimate for %lldx%lldx%lld x %lld: %d wide, cluster %d",
+                      (long long)picks[i][2], (long long)picks[i][3], (long long)picks[i][4], (long long)picks[i][5],
+                      c.bn, c.cluster);
+        }
+    }
+    const cml_gemm_desc nn = cml_gemm_desc_init(CML_OP_N, CML_OP_N, 1024, 1024, 1024, 1, CML_BF16, CML_BF16);
+    static const cml__gemm_sm90_config refused[] = {{256, 2, 4, 8, 128, 0, 0}, {256, 1, 4, 8, 64, 0, 0},
+                                                    {256, 1, 4, 8, 128, 1, 0}, {256, 1, 4, 8, 128, 0, 2},
+                                                    {192, 1, 4, 8, 128, 0, 0}, {128, 1, 4, 8, 128, 0, 0}};
+    for (int i = 0; i < 6; i++)
+        CHECK_MSG(!cml__gemm_sm90_config_valid(&nn, &refused[i]), "cluster-4 configuration %d accepted", i);
+    cml_gemm_desc f = cml_gemm_desc_f32(CML_OP_N, CML_OP_T, 1024, 1024, 1024, 1);
+    f.math = CML_GEMM_MATH_TF32;
+    const cml__gemm_sm90_config c4 = {256, 1, 4, 8, 128, 0, 0};
+    CHECK_MSG(!cml__gemm_sm90_config_valid(&f, &c4), "tf32 in clusters of 4 accepted");
+}
+
 /* tf32 NN, TN and TT with TMA-aligned D take the launch that reads one M/N-major operand into registers
  * instead of transposing it (gemm_sm90.cu, rs_plan: NN D^T = B^T A^T; TT D = A B with A from registers; TN either,
  * repacking the smaller operand): awkward shapes (1, 7, 127, 1025; K not a multiple of 32; padded leading
@@ -1045,6 +1119,7 @@ int main(void) {
     RUN(test_sm90_configs);
     RUN(test_sm90_pingpong);
     RUN(test_sm90_wide160);
+    RUN(test_sm90_column4);
     RUN(test_tf32_rs);
     RUN(test_report);
     return th_finish();

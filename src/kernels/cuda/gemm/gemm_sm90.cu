@@ -377,7 +377,9 @@ static bool config_valid(const cml_gemm_desc *d, int kind, const cml__gemm_sm90_
     if (c->cluster != 1 && c->cluster != 2 && c->cluster != 4) return false;
     /* clusters of 4: the 160-wide tile with an N-major B (its column blocks shared round-robin: cml__sm90_b_blocks),
      * no K split; 2 x 2 with an M-major A too (A's two blocks shared along the tile row) */
-    if (c->cluster == 4 && (c->bn != 160 || d->op_b != CML_OP_N || c->splits != 1)) return false;
+    if (c->cluster == 4 && (c->bn != 160 || d->op_b != CML_OP_N || c->splits != 1) &&
+        !(c->bn == 256 && is16 && c->rows == 128 && c->pingpong == 0 && c->splits == 1 && c->cluster_n <= 1))
+        return false;
     if (c->cluster_n < 0 || (c->cluster_n > 1 && (c->cluster_n != 2 || c->cluster != 4 || d->op_a != CML_OP_T)))
         return false;
     if (c->rows != 128 && !(c->rows == 64 && is16)) return false;
@@ -453,6 +455,17 @@ static cml__gemm_sm90_config estimate(const cml_ctx *ctx, const cml_gemm_desc *d
         const double pp_tiles = (double)((d->M + CML_SM90_BM - 1) / CML_SM90_BM) * (double)cols * d->batch;
         if (pp_tiles >= 2.5 * sms && (double)(cols * w) <= 1.02 * (double)d->N)
             best = cml__gemm_sm90_config{w, 1, 2, 8, 128, 1};
+    }
+    /* 16-bit 128 x 256 tiles in a column of 4 CTAs sharing B: each CTA reads 24 KB a k-block from L2 instead of 32 in
+     * pairs, and that traffic is what bounds such a main loop where A and B stay in L2 (alone, 48 KB, 3000 x 5000 x
+     * 1000 ran 1.4x slower than in pairs). Only where the clusters of 4 that fit (10 / 11 of the SMs: whole GPCs) take
+     * no more rounds than pairs: 3000 x 5000 x 1000 4 and 4 (1.10x; dev/gemm_sm90/README.md, session 31); 4096^3 5
+     * against 4 (0.85x). */
+    if (is16 && best.cluster == 2 && best.bn == 256 && best.splits == 1 && best.pingpong == 0) {
+        const long long tm = (d->M + CML_SM90_BM - 1) / CML_SM90_BM, tn = (d->N + 255) / 256;
+        const long long pairs = sms / 2, fours = (long long)sms * 10 / 11 / 4;
+        const long long rounds2 = ((tm + 1) / 2 * tn * d->batch + pairs - 1) / pairs;
+        if (fours > 0 && ((tm + 3) / 4 * tn * d->batch + fours - 1) / fours <= rounds2) best.cluster = 4;
     }
     /* 16-bit TN (weight gradients: A M-major, B N-major as stored) whose 160-wide tiles make one wave of clusters of
      * 4 with no empty tile: a column of 4 tiles sharing B, or 2 x 2 sharing A and B, at ~0.99 of the tensor rate
@@ -796,6 +809,9 @@ static cml_status sm90_run(cml_ctx *ctx, const sm90_layout *l, void *D, const vo
             if (l->pl.cluster == 2) return sm90_run_tile<KIND, TRANS_A, TRANS_B, 2, 1>(ctx, l, D, A, B, C, partials);
             return sm90_run_tile<KIND, TRANS_A, TRANS_B, 1, 1>(ctx, l, D, A, B, C, partials);
         }
+    if constexpr (KIND == CML_SM90_BF16 || KIND == CML_SM90_F16)
+        if (l->pl.cluster == 4 && l->pl.bn == 256)
+            return sm90_launch<256, 4, KIND, TRANS_A, TRANS_B, 4, 0>(ctx, &l->e, D, A, B, C, &l->pl, partials);
     if constexpr ((KIND == CML_SM90_BF16 || KIND == CML_SM90_F16) && TRANS_B) /* config_valid: 160 wide only */
         if (l->pl.cluster == 4) {
             if constexpr (TRANS_A)
