@@ -97,8 +97,9 @@ size_t cml__gemm_sm90_workspace_size(const cml_ctx *ctx, const cml_gemm_desc *de
 cml_status cml__gemm_sm90(cml_ctx *ctx, const cml_gemm_desc *desc, void *D, const void *A, const void *B,
                           const void *C);
 /* A tile configuration of the sm90 path: tile width (256, 192 for 16-bit inputs, 128), K
- * splits (1 = none; each split keeps at least one K block), CTAs per cluster (1, or 2: pairs of
- * vertically adjacent tiles share B through TMA multicast), tile rows visited together, and
+ * splits (1 = none; each split keeps at least one K block), CTAs per cluster (1; 2: pairs of
+ * vertically adjacent tiles share B through TMA multicast; 4, 16-bit, no K split: a column of 4
+ * tiles sharing B, 160 or 256 wide, or 2 x 2 with cluster_n), tile rows visited together, and
  * tile height (128: both consumer warpgroups on one tile; 64, 16-bit inputs only: each
  * consumer on its own tiles, alternating, so one's epilogue overlaps the other's main loop), and
  * for 128-row tiles the same alternation (pingpong 1: each consumer a whole tile, 16-bit inputs

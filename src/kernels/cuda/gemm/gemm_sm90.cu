@@ -375,11 +375,14 @@ static bool config_valid(const cml_gemm_desc *d, int kind, const cml__gemm_sm90_
     if (c->bn == 160 && (c->rows != 128 || c->pingpong != 0)) return false;
     if (c->group_m < 1 || c->group_m > 64 || c->splits < 1 || c->splits > CML_SM90_MAX_SPLITS) return false;
     if (c->cluster != 1 && c->cluster != 2 && c->cluster != 4) return false;
-    /* clusters of 4: the 160-wide tile with an N-major B (its column blocks shared round-robin: cml__sm90_b_blocks),
-     * no K split; 2 x 2 with an M-major A too (A's two blocks shared along the tile row) */
-    if (c->cluster == 4 && (c->bn != 160 || d->op_b != CML_OP_N || c->splits != 1) &&
-        !(c->bn == 256 && is16 && c->rows == 128 && c->pingpong == 0 && c->splits == 1 && c->cluster_n <= 1))
-        return false;
+    /* clusters of 4, no K split: the 160-wide tile with an N-major B (its column blocks shared round-robin:
+     * cml__sm90_b_blocks), 2 x 2 with an M-major A too (A's two blocks shared along the tile row); or 16-bit 128 x 256
+     * cooperative tiles as a column of 4 sharing B (estimate) */
+    if (c->cluster == 4) {
+        const bool wide160 = c->bn == 160 && d->op_b == CML_OP_N;
+        const bool column256 = c->bn == 256 && is16 && c->rows == 128 && c->pingpong == 0 && c->cluster_n <= 1;
+        if (c->splits != 1 || !(wide160 || column256)) return false;
+    }
     if (c->cluster_n < 0 || (c->cluster_n > 1 && (c->cluster_n != 2 || c->cluster != 4 || d->op_a != CML_OP_T)))
         return false;
     if (c->rows != 128 && !(c->rows == 64 && is16)) return false;
@@ -812,7 +815,7 @@ static cml_status sm90_run(cml_ctx *ctx, const sm90_layout *l, void *D, const vo
     if constexpr (KIND == CML_SM90_BF16 || KIND == CML_SM90_F16)
         if (l->pl.cluster == 4 && l->pl.bn == 256)
             return sm90_launch<256, 4, KIND, TRANS_A, TRANS_B, 4, 0>(ctx, &l->e, D, A, B, C, &l->pl, partials);
-    if constexpr ((KIND == CML_SM90_BF16 || KIND == CML_SM90_F16) && TRANS_B) /* config_valid: 160 wide only */
+    if constexpr ((KIND == CML_SM90_BF16 || KIND == CML_SM90_F16) && TRANS_B) /* the 160-wide tile's clusters of 4 */
         if (l->pl.cluster == 4) {
             if constexpr (TRANS_A)
                 if (l->pl.cluster_n == 2)
