@@ -96,8 +96,7 @@ static __device__ __forceinline__ unsigned nbw_dep(unsigned v) {
 template <int DT, bool LN, int KW, int G>
 static __global__ void __launch_bounds__(nbw_dims<KW>::THREADS, 1)
     nbw_kernel(void *dx, float *part, const void *dy, const void *x, const void *gamma, const float *mean,
-               const float *rstd, long long rows, int C) {
-    cml__pdl_wait(); /* PDL: first (the trigger stays after the loads, below) */
+               const float *rstd, long long rows, int C, int pre) {
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V, V4 = V / 4, NA = LN ? 2 : 1;
     constexpr int NT = nbw_dims<KW>::THREADS, R = NT / G;
@@ -125,6 +124,14 @@ static __global__ void __launch_bounds__(nbw_dims<KW>::THREADS, 1)
     const size_t soff = (size_t)step * (size_t)C;
     size_t off = (size_t)row * (size_t)C + (size_t)t * V;
     const T *const xe = (const T *)x, *const dye = (const T *)dy;
+    if (pre && row < nrows) /* the group's first row into L2 while the grid before may still run (nb_prefetch) */
+#pragma unroll
+        for (int k = 0; k < KW; k++)
+            if ((k * G + t) * V < C) {
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(xe + off + (size_t)k * G * V));
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(dye + off + (size_t)k * G * V));
+            }
+    cml__pdl_wait(); /* PDL: before the first load (the trigger stays after the loads, below) */
     uint4 wx[KW], wd[KW];
     float m = 0.0f, r = 0.0f;
 #pragma unroll
@@ -315,7 +322,7 @@ static inline cudaError_t nbw_launch(const nbw_plan &p, cudaStream_t st, void *d
                                      const void *x, const void *gamma, const float *mean, const float *rstd,
                                      long long rows, long long C) {
     const cudaError_t e = cml__launch(nbw_pick<DT, LN>(p.kw, p.G), p.nb, dim3(p.G, p.R), nbw_plan_smem<DT, LN>(p), st,
-                                      dx, part, dy, x, gamma, mean, rstd, rows, (int)C);
+                                      dx, part, dy, x, gamma, mean, rstd, rows, (int)C, nb_prefetch() ? 1 : 0);
     if (e == cudaSuccess) __atomic_fetch_add(&nbw_launch_count(), 1ull, __ATOMIC_RELAXED);
     return e;
 }
