@@ -61,4 +61,19 @@ static inline bool cml__env_switch(const char *name, int *cache) {
     return *cache == 1;
 }
 
+/* L2 prefetch before the wait: a kernel launched with PDL may sit at its entry while the grid before it still runs
+ * (in a run of norm backward calls, the previous call's partial sum, which leaves DRAM nearly idle), and may ask the
+ * first data it will read into L2 meanwhile: `prefetch.global.L2` returns nothing to the thread, and L2 is where device
+ * memory is coherent, so a line the grid before still writes is updated there and every read of it comes after the
+ * wait; no value can change. cml__pdl_prefetch says whether the kernels do (CML_PDL_PREFETCH=0: no, for A/B runs;
+ * session 32, dev/membound/README.md: LayerNorm backward bf16 4096 x 4096 1.051x). */
+static inline bool cml__pdl_prefetch(void) {
+    static int cache = -1;
+    return cml__env_switch("CML_PDL_PREFETCH", &cache);
+}
+
+static __device__ __forceinline__ void cml__prefetch_l2(const void *p) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
 #endif

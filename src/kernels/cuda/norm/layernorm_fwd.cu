@@ -202,11 +202,22 @@ struct wf_chunk {
 template <int DT, int MODE>
 static __global__ void __launch_bounds__(THREADS, MODE == 2 ? 4 : 3)
     ln_fwd_onepass_kernel(void *y, float *mean, float *rstd, const void *x, const void *gamma, const void *beta,
-                          unsigned *sync, unsigned long long *states, long long C, int splits, float eps) {
-    cml__pdl_entry();
+                          unsigned *sync, unsigned long long *states, long long C, int splits, float eps, int pre) {
     typedef typename cml__elem<DT>::type T;
     constexpr int V = cml__words<DT>::V, KW = ONEPASS_KW;
     constexpr long long CH = (long long)THREADS * KW * V;
+    cml__pdl_launch_dependents();
+    if (pre) { /* the chunk the ticket will likely give this block (tickets go out in about block order) into L2 while
+                  the grids before may still run (cml__pdl_prefetch; a wrong guess costs only bandwidth) */
+        const long long lo = (long long)(blockIdx.x % (unsigned)splits) * CH;
+        const T *px = (const T *)x + (long long)(blockIdx.x / (unsigned)splits) * C + lo;
+#pragma unroll
+        for (int k = 0; k < KW; k++) {
+            const long long c = (long long)(k * THREADS + (int)threadIdx.x) * V;
+            if (c < C - lo) cml__prefetch_l2(px + c);
+        }
+    }
+    cml__pdl_wait();
     __shared__ float red_a[32], red_b[32], stat[2];
     const int t = threadIdx.x;
     const unsigned b = cml__take_ticket(sync);
@@ -414,15 +425,15 @@ static cml_status fwd_launch(cml_ctx *ctx, void *y, float *mean, float *rstd, co
         /* the kernel whose residency cml__row_sync_fits checked (the ticket scheme needs it) */
         if (mode == 0) {
             cml__launch(ln_fwd_onepass_kernel<DT, 0>, grid, THREADS, 0, st, y, mean, rstd, x, gamma, beta, sync, slots,
-                        C, (int)osplits, eps);
+                        C, (int)osplits, eps, cml__pdl_prefetch() ? 1 : 0);
         } else if constexpr (DT != CML_F32) {
             nfv2_count(mode);
             if (mode == 1)
                 cml__launch(ln_fwd_onepass_kernel<DT, 1>, grid, THREADS, 0, st, y, mean, rstd, x, gamma, beta, sync,
-                            slots, C, (int)osplits, eps);
+                            slots, C, (int)osplits, eps, cml__pdl_prefetch() ? 1 : 0);
             else
                 cml__launch(ln_fwd_onepass_kernel<DT, 2>, grid, THREADS, 0, st, y, mean, rstd, x, gamma, beta, sync,
-                            slots, C, (int)osplits, eps);
+                            slots, C, (int)osplits, eps, cml__pdl_prefetch() ? 1 : 0);
         }
         return cml__cuda_check_launch(FN, "ln_fwd_onepass_kernel", cml_dtype_name((cml_dtype)DT), rows * C, grid,
                                       THREADS);

@@ -132,17 +132,6 @@ static inline bool nb_discard_enabled(void) {
     return cml__env_switch("CML_NORM_BWD_DISCARD", &cache);
 }
 
-/* Whether nbw_kernel, launched with PDL, asks the first row of its walk into L2 before its wait, while the grid before
- * it still runs (CML_NORM_BWD_PREFETCH=0: no, for A/B runs): in a run of calls that grid is the previous call's
- * partial sum, which leaves DRAM nearly idle (session 32: bf16 4096 x 4096 LayerNorm 1.054x, RMSNorm 1.050x). An L2
- * prefetch returns nothing to the thread and L2 is where device memory is coherent, so a line the grid before still
- * writes is updated there, and every read of it comes after the wait: no value can change. Two or three rows measured
- * no better than one (dev/membound/README.md, session 32). */
-static inline bool nb_prefetch(void) {
-    static int cache = -1;
-    return cml__env_switch("CML_NORM_BWD_PREFETCH", &cache);
-}
-
 static inline bool nb_pdl_enabled(void) {
     static int cache = -1;
     return cml__env_switch("CML_NORM_BWD_PDL", &cache);

@@ -179,7 +179,7 @@ template <int DT, bool LN, bool RX>
 static __global__ void __launch_bounds__(NBS_THREADS, 1)
     nbs_kernel(void *dx, float *part, const void *dy, const void *x, const void *gamma, const float *mean,
                const float *rstd, unsigned *sync, unsigned long long *states, long long rows, long long C, int ch,
-               int splits, int groups, int kw, int nst) {
+               int splits, int groups, int kw, int nst, int pre) {
     typedef typename cml__elem<DT>::type T;
     typedef typename std::conditional<RX, nbs_xc_rows, nbs_xc_cluster>::type XC;
     constexpr int V = cml__words<DT>::V, TH = NBS_THREADS, KW = RX ? NBG_KW : NBS_KW; /* kw <= KW */
@@ -187,6 +187,24 @@ static __global__ void __launch_bounds__(NBS_THREADS, 1)
     __shared__ float2 red[2][32];
     __shared__ float2 slots[RX ? 1 : 4 * NBC_MAX_SPLITS];
     __shared__ uint64_t bars[4], full[NBG_MAX_STAGES];
+    if constexpr (RX)
+        if (pre) { /* the chunk of the first row that this CTA's ticket will likely give it (tickets go out in about
+                      block order) into L2 while the grids before may still run (cml__pdl_prefetch; a wrong guess costs
+                      only bandwidth) */
+            const long long lo = (long long)(blockIdx.x % (unsigned)splits) * ch, q0 = blockIdx.x / (unsigned)splits;
+            const long long nn0 = C - lo < ch ? C - lo : ch;
+            if (q0 < rows) {
+                const T *px = (const T *)x + q0 * C + lo, *pd = (const T *)dy + q0 * C + lo;
+#pragma unroll
+                for (int k = 0; k < KW; k++) {
+                    const int c = (k * TH + (int)threadIdx.x) * V;
+                    if (c < nn0) {
+                        cml__prefetch_l2(px + c);
+                        cml__prefetch_l2(pd + c);
+                    }
+                }
+            }
+        }
     cml__pdl_wait(); /* the row-sync form runs after its workspace's reset; the cluster form after the grid before */
     const int t = threadIdx.x, sw = 2 * kw * TH;
     int chunk, q;
@@ -450,7 +468,7 @@ static inline cudaError_t nbs_launch(const nbs_plan &p, cudaStream_t st, void *w
         if (e == cudaSuccess)
             e = cml__launch(nbs_kernel<DT, LN, true>, dim3(grid), dim3(NBS_THREADS), nbs_smem(p), st, dx, part, dy, x,
                             gamma, mean, rstd, (unsigned *)ws, cml__row_sync_slots(ws, rows), rows, C, p.ch, p.splits,
-                            p.groups, p.kw, p.nst);
+                            p.groups, p.kw, p.nst, cml__pdl_prefetch() ? 1 : 0);
         if (e == cudaSuccess) __atomic_fetch_add(&nbg_launch_count(), 1ull, __ATOMIC_RELAXED);
     } else {
         cudaLaunchAttribute attr[2];
@@ -464,7 +482,7 @@ static inline cudaError_t nbs_launch(const nbs_plan &p, cudaStream_t st, void *w
             cfg.numAttrs = 2;
         }
         e = cudaLaunchKernelEx(&cfg, nbs_kernel<DT, LN, false>, dx, part, dy, x, gamma, mean, rstd, (unsigned *)nullptr,
-                               (unsigned long long *)nullptr, rows, C, p.ch, p.splits, p.groups, p.kw, p.nst);
+                               (unsigned long long *)nullptr, rows, C, p.ch, p.splits, p.groups, p.kw, p.nst, 0);
     }
     if (e == cudaSuccess) __atomic_fetch_add(&nbs_launch_count(), 1ull, __ATOMIC_RELAXED);
     return e;

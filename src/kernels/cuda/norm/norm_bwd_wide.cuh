@@ -124,12 +124,12 @@ static __global__ void __launch_bounds__(nbw_dims<KW>::THREADS, 1)
     const size_t soff = (size_t)step * (size_t)C;
     size_t off = (size_t)row * (size_t)C + (size_t)t * V;
     const T *const xe = (const T *)x, *const dye = (const T *)dy;
-    if (pre && row < nrows) /* the group's first row into L2 while the grid before may still run (nb_prefetch) */
+    if (pre && row < nrows) /* the group's first row into L2 while the grid before may still run (cml__pdl_prefetch) */
 #pragma unroll
         for (int k = 0; k < KW; k++)
             if ((k * G + t) * V < C) {
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(xe + off + (size_t)k * G * V));
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(dye + off + (size_t)k * G * V));
+                cml__prefetch_l2(xe + off + (size_t)k * G * V);
+                cml__prefetch_l2(dye + off + (size_t)k * G * V);
             }
     cml__pdl_wait(); /* PDL: before the first load (the trigger stays after the loads, below) */
     uint4 wx[KW], wd[KW];
@@ -322,7 +322,7 @@ static inline cudaError_t nbw_launch(const nbw_plan &p, cudaStream_t st, void *d
                                      const void *x, const void *gamma, const float *mean, const float *rstd,
                                      long long rows, long long C) {
     const cudaError_t e = cml__launch(nbw_pick<DT, LN>(p.kw, p.G), p.nb, dim3(p.G, p.R), nbw_plan_smem<DT, LN>(p), st,
-                                      dx, part, dy, x, gamma, mean, rstd, rows, (int)C, nb_prefetch() ? 1 : 0);
+                                      dx, part, dy, x, gamma, mean, rstd, rows, (int)C, cml__pdl_prefetch() ? 1 : 0);
     if (e == cudaSuccess) __atomic_fetch_add(&nbw_launch_count(), 1ull, __ATOMIC_RELAXED);
     return e;
 }
