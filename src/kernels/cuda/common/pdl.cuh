@@ -72,8 +72,15 @@ static inline bool cml__pdl_prefetch(void) {
     return cml__env_switch("CML_PDL_PREFETCH", &cache);
 }
 
-static __device__ __forceinline__ void cml__prefetch_l2(const void *p) {
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+/* The calling thread's words of a chunk of n elements (of V a word) that `threads` threads read word t, t + threads,
+ * ... (KW at most), asked into L2. */
+template <int KW, int V, typename T>
+static __device__ __forceinline__ void cml__prefetch_words_l2(const T *p, long long n, int threads, int t) {
+#pragma unroll
+    for (int k = 0; k < KW; k++) {
+        const long long c = (long long)(k * threads + t) * V;
+        if (c < n) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + c));
+    }
 }
 
 #endif

@@ -210,12 +210,8 @@ static __global__ void __launch_bounds__(THREADS, MODE == 2 ? 4 : 3)
     if (pre) { /* the chunk the ticket will likely give this block (tickets go out in about block order) into L2 while
                   the grids before may still run (cml__pdl_prefetch; a wrong guess costs only bandwidth) */
         const long long lo = (long long)(blockIdx.x % (unsigned)splits) * CH;
-        const T *px = (const T *)x + (long long)(blockIdx.x / (unsigned)splits) * C + lo;
-#pragma unroll
-        for (int k = 0; k < KW; k++) {
-            const long long c = (long long)(k * THREADS + (int)threadIdx.x) * V;
-            if (c < C - lo) cml__prefetch_l2(px + c);
-        }
+        cml__prefetch_words_l2<KW, V>((const T *)x + (long long)(blockIdx.x / (unsigned)splits) * C + lo, C - lo,
+                                      THREADS, (int)threadIdx.x);
     }
     cml__pdl_wait();
     __shared__ float red_a[32], red_b[32], stat[2];

@@ -192,17 +192,10 @@ static __global__ void __launch_bounds__(NBS_THREADS, 1)
                       block order) into L2 while the grids before may still run (cml__pdl_prefetch; a wrong guess costs
                       only bandwidth) */
             const long long lo = (long long)(blockIdx.x % (unsigned)splits) * ch, q0 = blockIdx.x / (unsigned)splits;
-            const long long nn0 = C - lo < ch ? C - lo : ch;
+            const long long nn0 = C - lo < ch ? C - lo : ch, off = q0 * C + lo;
             if (q0 < rows) {
-                const T *px = (const T *)x + q0 * C + lo, *pd = (const T *)dy + q0 * C + lo;
-#pragma unroll
-                for (int k = 0; k < KW; k++) {
-                    const int c = (k * TH + (int)threadIdx.x) * V;
-                    if (c < nn0) {
-                        cml__prefetch_l2(px + c);
-                        cml__prefetch_l2(pd + c);
-                    }
-                }
+                cml__prefetch_words_l2<KW, V>((const T *)x + off, nn0, TH, (int)threadIdx.x);
+                cml__prefetch_words_l2<KW, V>((const T *)dy + off, nn0, TH, (int)threadIdx.x);
             }
         }
     cml__pdl_wait(); /* the row-sync form runs after its workspace's reset; the cluster form after the grid before */

@@ -124,13 +124,10 @@ static __global__ void __launch_bounds__(nbw_dims<KW>::THREADS, 1)
     const size_t soff = (size_t)step * (size_t)C;
     size_t off = (size_t)row * (size_t)C + (size_t)t * V;
     const T *const xe = (const T *)x, *const dye = (const T *)dy;
-    if (pre && row < nrows) /* the group's first row into L2 while the grid before may still run (cml__pdl_prefetch) */
-#pragma unroll
-        for (int k = 0; k < KW; k++)
-            if ((k * G + t) * V < C) {
-                cml__prefetch_l2(xe + off + (size_t)k * G * V);
-                cml__prefetch_l2(dye + off + (size_t)k * G * V);
-            }
+    if (pre && row < nrows) { /* the group's first row into L2 while the grid before may run (cml__pdl_prefetch) */
+        cml__prefetch_words_l2<KW, V>(xe + (size_t)row * C, C, G, t);
+        cml__prefetch_words_l2<KW, V>(dye + (size_t)row * C, C, G, t);
+    }
     cml__pdl_wait(); /* PDL: before the first load (the trigger stays after the loads, below) */
     uint4 wx[KW], wd[KW];
     float m = 0.0f, r = 0.0f;
