@@ -3,7 +3,7 @@
  * stream>>>(args...). On an sm_90+ device, unless CML_PDL=0 (or a test forced it off), it launches
  * with cudaLaunchAttributeProgrammaticStreamSerialization: the kernel may then be scheduled while
  * the one before it on the stream still runs, and MUST begin with cml__pdl_entry() (pdl.cuh), before
- * any global memory access. Otherwise it is a plain launch, as <<<>>> was. A failed launch is CUDA's
+ * any global memory access (only an L2 prefetch may come first: cml__pdl_prefetch). Otherwise it is a plain launch, as <<<>>> was. A failed launch is CUDA's
  * last error as with <<<>>>: the caller's cml__cuda_check_launch after it reports it (and the
  * cudaError_t is returned too). */
 #ifndef CML_KERNELS_CUDA_COMMON_LAUNCH_CUH
