@@ -4,9 +4,10 @@
 # the binary built here for 90a-real (build-s21x/camel-final.xz, COMMIT names its commit) and bench/torch_membound.py
 # in the same job, joined into $OUT/membound_h100.json (torch_membound.py --combine; its table in $OUT/membound_table.md)
 #   COMMIT=<hash> XDIR=build-s21x bash dev/s21_record.sh     (carry build-s21x; timeout_s 600)
+# BIN=<path> takes that binary instead (dev/s32_verify_record.sh: the one its verification built).
 set -u
 . "$(dirname "$0")/carried.sh"
-unpack camel-final
+if [ -n "${BIN:-}" ]; then cp "$BIN" /tmp/bin/camel-final; else unpack camel-final; fi
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv >$X/gpu.txt 2>&1
 for r in 1 2 3; do
     timeout 100 /tmp/bin/camel-final bench membound --json $X/membound_ours_$r.json --commit "${COMMIT:-s21}" \
@@ -20,13 +21,4 @@ python3 bench/torch_membound.py --combine $X/membound_ours.json $X/membound_torc
     >${OUT:-/tmp}/membound_table.md 2>&1
 stamp "combine rc $?"
 cp $X/stages.txt $X/membound_ours.json $X/membound_torch.json ${OUT:-/tmp}/ 2>/dev/null
-python3 - ${OUT:-/tmp}/membound_h100.json <<'PY'
-import json, sys
-rows = json.load(open(sys.argv[1]))['results']
-big = [r for r in rows if r['bytes'] >= 16 * 2**20]
-print('shapes >= 16 MiB: %d; >= 90%% of the same-size copy: %d; >= PyTorch: %d of %d' % (
-    len(big), sum(r['size_ratio'] >= 0.9 for r in big), sum(r['ratio'] >= 1 for r in rows if r.get('ratio')), len(rows)))
-for r in big:
-    if r['size_ratio'] < 0.9:
-        print('under: %s %s %dx%d %.1f%%' % (r['op'], r['dtype'], r['shape']['rows'], r['shape']['cols'], 100 * r['size_ratio']))
-PY
+python3 dev/membound/record_summary.py ${OUT:-/tmp}/membound_h100.json
